@@ -1,0 +1,3 @@
+"""megatron-compile: a Megatron training job spec compiled into reviewable, runnable artifacts."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,201 @@
+"""Diagnostics: located, coded messages collected by every stage and formatted once by the CLI."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Iterable, Sequence
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    NOTE = "note"
+
+
+@dataclass(frozen=True)
+class Span:
+    """A 1-based source range; end is exclusive of the last column, as editors count."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str  # stable kebab-case name from CODES; users filter and tests match on it
+    severity: Severity
+    message: str  # one line, says what is wrong
+    file: str  # the spec path as the user wrote it (or '<--set>' style origins)
+    line: int | None = None  # 1-based; None only when the whole file is concerned
+    column: int | None = None  # 1-based
+    end_line: int | None = None
+    end_column: int | None = None
+    key_path: tuple[str | int, ...] = ()  # e.g. ("parallelism", "tensor")
+    hint: str | None = None  # how to fix it, when there is something useful to say
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity is Severity.ERROR
+
+
+# The registry of codes: the public names of every check. A test asserts that each code has a case
+# in tests/bad_specs/ and that the code never emits one not listed here.
+CODES: dict[str, str] = {
+    # YAML and file level
+    "file-unreadable": "the spec file cannot be read",
+    "encoding": "the spec is not UTF-8",
+    "yaml-syntax": "YAML syntax error",
+    "yaml-empty": "the spec file is empty",
+    "yaml-multi-document": "the spec holds more than one YAML document",
+    "yaml-not-mapping": "the top level of a spec must be a mapping",
+    "yaml-duplicate-key": "a key appears twice in one mapping",
+    "yaml-key-type": "a mapping key is not a string",
+    "yaml-alias-limit": "anchors and aliases expand past the limit",
+    "yaml-tag": "an explicit YAML tag a spec does not use",
+    "yaml-merge-key": "a YAML merge key (<<)",
+    "yaml-implicit-type": "a plain YAML scalar was read as a non-string where a string is expected",
+    # schema
+    "unknown-key": "a key the schema does not define",
+    "missing-key": "a required key is absent",
+    "type": "a value of the wrong type",
+    "value": "a value outside its allowed range or format",
+    "unsupported-version": "spec version not supported",
+    # platform
+    "run-root-outside-mount": "the run root is not inside the shared-storage mount",
+    "run-root-is-mount": "the run root is the mount path itself",
+    "read-only-storage": "a writable path under the public read-only /infini-data",
+    "reserved-mount-path": "AIStudio rejects this mount point",
+    "rdma-single-worker": "RDMA has no effect for a single worker",
+    # parallelism
+    "parallel-divisibility": "tensor x pipeline x context does not divide the world size",
+    "expert-divisibility": "expert-tensor x expert x pipeline does not divide the world size",
+    "bounded-example-layout": "the bounded example hard-codes its parallel layout",
+    "bounded-example-args": "the bounded example takes no arguments",
+    # safety
+    "unsafe-character": "a value holds characters that cannot be made safe in an artifact",
+    "credential-in-spec": "a value looks like a credential",
+    "reserved-env": "an environment variable the launch command owns",
+    # output (emit stage): about the files on disk, not the spec
+    "not-generated-file": "an output path holds a file megatron-compile did not generate",
+    "write-failed": "an artifact could not be written",
+    "output-conflict": "two specs would write the same output directory",
+    "no-specs": "nothing to compile was found",
+}
+
+# Codes about files on disk rather than a spec's content; tests/bad_specs/ covers all the others.
+OUTPUT_CODES = frozenset({"file-unreadable", "not-generated-file", "write-failed", "output-conflict", "no-specs"})
+
+
+def dotted(path: Iterable[str | int]) -> str:
+    """('training', 'args', 0) -> 'training.args[0]'."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "the spec"
+
+
+def make_error(code: str, message: str, *, hint: str | None = None, **where: object) -> Diagnostic:
+    """Build an error diagnostic; `where` takes file/line/column/key_path fields."""
+    return Diagnostic(code=code, severity=Severity.ERROR, message=message, hint=hint, **where)  # type: ignore[arg-type]
+
+
+def sort_diagnostics(diags: Iterable[Diagnostic]) -> list[Diagnostic]:
+    """Order by file, position and code, and drop exact repeats."""
+    seen: set[tuple] = set()
+    unique = []
+    for d in diags:
+        key = (d.file, d.line, d.column, d.code, d.message)
+        if key not in seen:
+            seen.add(key)
+            unique.append(d)
+    return sorted(unique, key=lambda d: (d.file, d.line or 0, d.column or 0, d.code, d.message))
+
+
+def _location(d: Diagnostic) -> str:
+    if d.line is None:
+        return d.file
+    return f"{d.file}:{d.line}:{d.column or 1}"
+
+
+def format_text(diags: Sequence[Diagnostic]) -> str:
+    """`file:line:col: severity: message  [code]`, an indented hint line, and no summary."""
+    lines = []
+    for d in diags:
+        lines.append(f"{_location(d)}: {d.severity.value}: {d.message}  [{d.code}]")
+        if d.hint:
+            lines.append(f"  hint: {d.hint}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def summary_line(diags: Sequence[Diagnostic], file: str) -> str | None:
+    """`2 errors, 1 warning in specs/x.yaml`, or None when there is nothing to say."""
+    errors = sum(1 for d in diags if d.severity is Severity.ERROR)
+    warnings = sum(1 for d in diags if d.severity is Severity.WARNING)
+    parts = []
+    if errors:
+        parts.append(f"{errors} error{'s' if errors != 1 else ''}")
+    if warnings:
+        parts.append(f"{warnings} warning{'s' if warnings != 1 else ''}")
+    if not parts:
+        return None
+    return f"{', '.join(parts)} in {file}"
+
+
+def to_json_obj(d: Diagnostic) -> dict:
+    """A diagnostic as a JSON-ready dict with stable keys."""
+    obj = asdict(d)
+    obj["severity"] = d.severity.value
+    obj["key_path"] = list(d.key_path)
+    return obj
+
+
+def format_json(diags: Sequence[Diagnostic]) -> str:
+    """The diagnostics as one JSON list."""
+    return json.dumps([to_json_obj(d) for d in diags], indent=2, ensure_ascii=False) + "\n"
+
+
+def _gh_escape(text: str, *, prop: bool) -> str:
+    # GitHub's workflow-command escaping (actions/toolkit command.ts).
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    if prop:
+        text = text.replace(":", "%3A").replace(",", "%2C")
+    return text
+
+
+def format_github(diags: Sequence[Diagnostic]) -> str:
+    """GitHub Actions `::error file=…,line=…,col=…::message` annotations."""
+    out = []
+    for d in diags:
+        level = {"error": "error", "warning": "warning", "note": "notice"}[d.severity.value]
+        props = [f"file={_gh_escape(d.file, prop=True)}"]
+        if d.line is not None:
+            props.append(f"line={d.line}")
+            props.append(f"col={d.column or 1}")
+        if d.end_line is not None:
+            props.append(f"endLine={d.end_line}")
+        props.append(f"title={_gh_escape(d.code, prop=True)}")
+        message = d.message + (f"\nhint: {d.hint}" if d.hint else "")
+        out.append(f"::{level} {','.join(props)}::{_gh_escape(message, prop=False)}")
+    return "\n".join(out) + ("\n" if out else "")
+
+
+@dataclass
+class DiagnosticSink:
+    """A plain accumulator handed through a stage; knows the file it reports for."""
+
+    file: str
+    items: list[Diagnostic] = field(default_factory=list)
+
+    def add(self, d: Diagnostic) -> None:
+        self.items.append(d)
+
+    @property
+    def has_errors(self) -> bool:
+        return any(d.is_error for d in self.items)

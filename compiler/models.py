@@ -1,0 +1,183 @@
+"""The job spec v1 as pydantic models: shape, types, ranges and formats only.
+
+Field names are the public interface (the spec's YAML keys). Cross-field rules live in rules.py,
+derived values in plan.py. Every string type rejects control characters: nothing a spec says may
+break a line in a generated artifact.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic_core import PydanticCustomError
+
+SPEC_SCHEMA_ID = "megatron-job.schema.json"
+
+# C0 and C1 control characters, DEL, and the Unicode line and paragraph separators: each can end a
+# line or hide text in a shell script, a Dockerfile or a terminal.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _no_control(value: str) -> str:
+    match = _CONTROL.search(value)
+    if match:
+        raise PydanticCustomError(
+            "unsafe_character",
+            "contains the control character {char} at position {pos}; newlines and control characters "
+            "cannot be made safe in a generated script",
+            {"char": repr(match.group()), "pos": match.start()},
+        )
+    return value
+
+
+def _format(pattern: str, description: str, *, title: str, example: str | None = None) -> object:
+    """A string type that must match `pattern`, with a readable error and the pattern in the schema."""
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        _no_control(value)
+        if not compiled.fullmatch(value):
+            raise PydanticCustomError("format", "must be " + description + " (got {value})", {"value": repr(value)})
+        return value
+
+    schema: dict = {"type": "string", "pattern": pattern, "description": f"{title}: {description}"}
+    if example is not None:
+        schema["examples"] = [example]
+    return Annotated[str, AfterValidator(check), WithJsonSchema(schema)]
+
+
+Text = Annotated[str, AfterValidator(_no_control)]
+NonEmptyText = Annotated[str, Field(min_length=1), AfterValidator(_no_control)]
+
+RunName = _format(
+    r"[a-z0-9][a-z0-9-]{0,62}",
+    "1-63 lowercase letters, digits and '-', starting with a letter or digit",
+    title="run name", example="mcore-tp2-01",
+)
+Commit = _format(
+    r"[0-9a-f]{40}", "a full git commit id: 40 lowercase hex digits", title="commit",
+    example="571370c829ca768fe37244f4e2e7f28d8accc4ab",
+)
+# distribution/reference's grammar, without a digest-only form: [host[:port]/]path[:tag][@digest]
+_HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?)"
+_COMPONENT = r"(?:[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)"
+_TAG = r"(?:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})"
+ImageReference = _format(
+    rf"(?:{_HOST}/)?{_COMPONENT}(?:/{_COMPONENT})*(?::{_TAG})?(?:@sha256:[0-9a-f]{{64}})?",
+    "an image reference such as nvcr.io/nvidia/pytorch:25.03-py3", title="image reference",
+    example="nvcr.io/nvidia/pytorch:25.03-py3",
+)
+Platform = _format(
+    r"[a-z0-9]+/[a-z0-9_]+(?:/v[0-9]+)?", "an OCI platform such as linux/amd64", title="platform",
+    example="linux/amd64",
+)
+RegistryHost = _format(_HOST, "a registry host name, optionally with :port", title="registry",
+                       example="cr.infini-ai.com")
+PathComponent = _format(_COMPONENT, "lowercase letters and digits, separated by '.', '_' or '-'",
+                        title="namespace", example="te-0123456789abcdef")
+Repository = _format(rf"{_COMPONENT}(?:/{_COMPONENT})*", "a repository path such as megatron-core",
+                     title="repository", example="megatron-core")
+Tag = _format(_TAG, "an image tag: letters, digits, '_', '.', '-', at most 128, not starting with '.' or '-'",
+              title="tag", example="0.18.2-cu128")
+GitUrl = _format(
+    r"(?:https?|ssh|git)://[^\s'\"\\]+|git@[^\s'\"\\:]+:[^\s'\"\\]+",
+    "a git URL (https://, ssh://, git:// or git@host:path) without spaces, quotes or backslashes",
+    title="git URL", example="https://github.com/NVIDIA/Megatron-LM.git",
+)
+AbsolutePath = _format(r"/[^\x00]*", "an absolute POSIX path (starting with '/')", title="absolute path",
+                       example="/mnt/megatron")
+EnvName = _format(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name: letters, digits and '_'",
+                  title="environment variable", example="NCCL_DEBUG")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class Image(_Section):
+    """The image the job runs: built from `base` and pushed to `registry/namespace/repository:tag`."""
+
+    base: ImageReference  # type: ignore[valid-type]
+    platform: Platform = "linux/amd64"  # type: ignore[valid-type]
+    registry: RegistryHost  # type: ignore[valid-type]
+    namespace: PathComponent  # type: ignore[valid-type]
+    repository: Repository  # type: ignore[valid-type]
+    tag: Tag  # type: ignore[valid-type]
+    registry_username: Text | None = None
+
+
+class Megatron(_Section):
+    """The Megatron-LM source baked into the image, pinned to one commit."""
+
+    repo: GitUrl = "https://github.com/NVIDIA/Megatron-LM.git"  # type: ignore[valid-type]
+    commit: Commit  # type: ignore[valid-type]
+    root: AbsolutePath = "/opt/Megatron-LM"  # type: ignore[valid-type]
+
+
+class Resources(_Section):
+    """What the AIStudio job asks for."""
+
+    workers: int = Field(ge=1, le=1024)
+    gpus_per_worker: int = Field(ge=1, le=16)
+    worker_flavor: NonEmptyText | None = None
+    rdma: bool = False
+    slow_training_detection: bool = False
+
+
+class Storage(_Section):
+    """The writable shared storage mounted into every worker."""
+
+    mount_path: AbsolutePath  # type: ignore[valid-type]
+    run_root: AbsolutePath | None = None  # type: ignore[valid-type]
+
+
+class Parallelism(_Section):
+    """Model-parallel sizes; data parallel is derived from the world size, never written."""
+
+    tensor: int = Field(default=1, ge=1)
+    pipeline: int = Field(default=1, ge=1)
+    context: int = Field(default=1, ge=1)
+    expert: int = Field(default=1, ge=1)
+    expert_tensor: int | None = Field(default=None, ge=1)  # Megatron defaults it to `tensor`
+
+
+class Training(_Section):
+    """What torchrun starts on every worker."""
+
+    script: NonEmptyText = "examples/run_simple_mcore_train_loop.py"
+    args: list[Text] = Field(default_factory=list)
+    env: dict[EnvName, Text] = Field(default_factory=dict)  # type: ignore[valid-type]
+    # An existing train.log under the run root means a run already happened there; launch.sh stops
+    # rather than overwrite it unless the spec says this run continues it.
+    resume: bool = False
+
+
+class JobSpec(_Section):
+    """A Megatron training job on AIStudio, spec format v1."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, strict=True,
+        json_schema_extra={"$id": SPEC_SCHEMA_ID, "title": "megatron-compile job spec v1"},
+    )
+
+    version: Literal[1]
+    name: RunName  # type: ignore[valid-type]
+    image: Image
+    megatron: Megatron
+    resources: Resources
+    storage: Storage
+    parallelism: Parallelism = Field(default_factory=Parallelism)
+    training: Training = Field(default_factory=Training)
+
+
+# Sections validated one by one, so that rules can run on the parts that did validate.
+SECTIONS: dict[str, type[_Section]] = {
+    "image": Image,
+    "megatron": Megatron,
+    "resources": Resources,
+    "storage": Storage,
+    "parallelism": Parallelism,
+    "training": Training,
+}

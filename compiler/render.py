@@ -1,0 +1,215 @@
+"""Render stage: Plan -> {artifact name: text}. Logic-free templates, quoting that fails closed.
+
+Every `{{ … }}` in a template must end in one of the quoting filters below, which return `Safe`
+strings; `finalize` raises on anything else, so a value that was not quoted for its target
+language can never reach an artifact. job.json is serialised from a model, never templated.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable
+
+import jinja2
+
+from .aistudio import AIStudioJob, GeneratedBy, SharedStorage
+from .plan import Header, Plan, Var, Word
+
+TEMPLATE_FILES = {
+    "Dockerfile": "Dockerfile.j2",
+    "buildx.sh": "buildx.sh.j2",
+    "regctl.sh": "regctl.sh.j2",
+    "launch.sh": "launch.sh.j2",
+}
+
+
+class TemplateSafetyError(Exception):
+    """A template printed a value that did not pass through a quoting filter (a bug, not user error)."""
+
+
+class Safe(str):
+    """Text already quoted for the language of the artifact it is printed into."""
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DOCKER_WORD = re.compile(r"[A-Za-z0-9._/:@-]+")
+
+
+def _no_control(text: str, where: str) -> str:
+    if _CONTROL.search(text):
+        raise TemplateSafetyError(f"control character in {where}: {text!r}")
+    return text
+
+
+def _scalar_text(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        raise TemplateSafetyError(f"{value!r} has no single shell spelling; give the plan a string or an int")
+    if isinstance(value, (str, int)):
+        return str(value)
+    raise TemplateSafetyError(f"cannot quote a {type(value).__name__} as one word")
+
+
+_DQ_UNSAFE = re.compile(r'[$`"\\!]')
+_IDENT_CHAR = re.compile(r"[A-Za-z0-9_]")
+
+
+def _quote(text: str) -> str:
+    """shlex.quote, except that text with single quotes and nothing double quotes would expand is
+    double-quoted: `python -c "print('x')"` instead of shlex's `'print('"'"'x'"'"')'`."""
+    quoted = shlex.quote(_no_control(text, "a shell word"))
+    if "'" in text and not _DQ_UNSAFE.search(text):
+        return f'"{text}"'
+    return quoted
+
+
+def sh(value: Any) -> Safe:
+    """One literal shell word: bare when safe, else quoted."""
+    return Safe(_quote(_scalar_text(value)))
+
+
+def sh_word(word: Word) -> Safe:
+    """A plan Word as one shell word: a leading literal that needs no quotes stays bare, and the rest
+    is one double-quoted string with "$NAME" references when its literal text is inert inside double
+    quotes; otherwise each part is quoted on its own and concatenated."""
+    if not isinstance(word, Word):
+        raise TemplateSafetyError(f"sh_word expects a plan Word, got {type(word).__name__}")
+    parts = list(word.parts)
+    head = ""
+    if parts and isinstance(parts[0], str) and shlex.quote(parts[0]) == parts[0]:
+        head = parts.pop(0)
+    if not parts:
+        return Safe(head or "''")
+    literals = [p for p in parts if isinstance(p, str)]
+    if all(not _DQ_UNSAFE.search(_no_control(p, "a shell word")) for p in literals):
+        body = []
+        for i, part in enumerate(parts):
+            if isinstance(part, Var):
+                following = parts[i + 1] if i + 1 < len(parts) else ""
+                name = sh_name(part.name)
+                needs_braces = isinstance(following, str) and bool(following) and _IDENT_CHAR.match(following[0])
+                body.append(f"${{{name}}}" if needs_braces else f"${name}")
+            else:
+                body.append(part)
+        return Safe(head + '"' + "".join(body) + '"')
+    out = [head]
+    for part in parts:
+        out.append(f'"${sh_name(part.name)}"' if isinstance(part, Var) else shlex.quote(part) if part else "")
+    return Safe("".join(out))
+
+
+def sh_command(words: Iterable[Word]) -> Safe:
+    """An argv as one command, one word per line joined by backslash continuations."""
+    return Safe(" \\\n  ".join(sh_word(w) for w in words))
+
+
+def sh_inline(words: Iterable[Word]) -> Safe:
+    """An argv as one command on one line."""
+    return Safe(" ".join(sh_word(w) for w in words))
+
+
+def sh_name(value: str) -> Safe:
+    """A shell variable name, which cannot be quoted and so must match [A-Za-z_][A-Za-z0-9_]*."""
+    if not isinstance(value, str) or not _SHELL_NAME.fullmatch(value):
+        raise TemplateSafetyError(f"not a shell variable name: {value!r}")
+    return Safe(value)
+
+
+def comment(header: Header, prefix: str = "# ") -> Safe:
+    """The generated-file header as comment lines."""
+    lines = [prefix + _no_control(line, "a comment") for line in header.lines()]
+    return Safe("\n".join(lines))
+
+
+def docker_word(value: str) -> Safe:
+    """A Dockerfile word that needs no quoting (image references, commit ids)."""
+    if not isinstance(value, str) or not _DOCKER_WORD.fullmatch(value):
+        raise TemplateSafetyError(f"not a plain Dockerfile word: {value!r}")
+    return Safe(value)
+
+
+def docker_str(value: str) -> Safe:
+    """A double-quoted Dockerfile ENV/LABEL value; backslashes are rejected at validation."""
+    text = _no_control(_scalar_text(value), "a Dockerfile value")
+    if "\\" in text:
+        raise TemplateSafetyError(f"backslash in a Dockerfile value: {text!r}")
+    return Safe('"' + text.replace('"', '\\"').replace("$", "\\$") + '"')
+
+
+def docker_json(values: Iterable[str]) -> Safe:
+    """A Dockerfile exec-form array (COPY ["src", "dst"]), paths with spaces included."""
+    items = [_no_control(_scalar_text(v), "a Dockerfile path") for v in values]
+    return Safe(json.dumps(items, ensure_ascii=False))
+
+
+QUOTING_FILTERS = {
+    "sh": sh, "sh_word": sh_word, "sh_command": sh_command, "sh_inline": sh_inline, "sh_name": sh_name, "comment": comment,
+    "docker_word": docker_word, "docker_str": docker_str, "docker_json": docker_json,
+}
+
+
+def _finalize(value: Any) -> Any:
+    if isinstance(value, Safe):
+        return value
+    raise TemplateSafetyError(f"template printed {value!r} without a quoting filter")
+
+
+def templates_dir() -> Path:
+    """templates/ inside the installed package, or at the top of a source checkout."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "templates", here.parent / "templates"):
+        if (candidate / "launch.sh.j2").is_file():
+            return candidate
+    raise FileNotFoundError("megatron-compile's templates/ directory is missing from this installation")
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    """One Jinja environment per process: templates are compiled once and cached."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        finalize=_finalize,
+        keep_trailing_newline=True,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        auto_reload=False,
+    )
+    env.filters.clear()  # only quoting filters: no string methods or arithmetic helpers in templates
+    env.filters.update(QUOTING_FILTERS)
+    return env
+
+
+def job_document(plan: Plan, launch_text: str) -> AIStudioJob:
+    """The AIStudio job document for a plan and its rendered launch command."""
+    h, job = plan.header, plan.job
+    return AIStudioJob(
+        generated_by=GeneratedBy(version=h.version, spec=h.spec, spec_sha256=h.spec_sha256, regenerate=h.regenerate),
+        name=job.name, image=job.image, workers=job.workers, gpus_per_worker=job.gpus_per_worker,
+        worker_flavor=job.worker_flavor, distributed_framework=job.distributed_framework,  # type: ignore[arg-type]
+        rdma=job.rdma, slow_training_detection=job.slow_training_detection,
+        shared_storage=[SharedStorage(mount_path=job.mount_path)], launch_command=launch_text,
+    )
+
+
+def to_json(document: Any) -> str:
+    """Stable JSON: model field order, two-space indent, UTF-8, one trailing newline."""
+    return json.dumps(document.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
+
+
+def _tidy(text: str) -> str:
+    """LF line endings and exactly one trailing newline."""
+    return text.replace("\r\n", "\n").rstrip("\n") + "\n"
+
+
+def render(plan: Plan) -> dict[str, str]:
+    """Render every artifact of a plan, keyed by file name, in plan.artifacts order."""
+    env = environment()
+    rendered = {name: _tidy(env.get_template(tpl).render(plan=plan)) for name, tpl in TEMPLATE_FILES.items()}
+    rendered["job.json"] = to_json(job_document(plan, rendered["launch.sh"]))
+    return {name: rendered[name] for name in plan.artifacts}
