@@ -1,0 +1,118 @@
+"""Shared test helpers: compiling specs in memory and running generated launch.sh under stubs."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+from compiler.pipeline import compile_spec
+from compiler.source import load_text
+from compiler.validate import validate
+
+REPO = Path(__file__).resolve().parent.parent
+SPECS = REPO / "specs"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def compile_text(text: str, name: str = "specs/test.yaml", tmp: Path | None = None):
+    """Compile spec text written to a temporary file; returns the CompileResult."""
+    import tempfile
+
+    directory = Path(tmp or tempfile.mkdtemp())
+    path = directory / Path(name).name
+    path.write_text(text, encoding="utf-8")
+    return compile_spec(str(path), name)
+
+
+def diagnostics_for(text: str, name: str = "specs/test.yaml"):
+    """Load and validate spec text; returns the diagnostics."""
+    doc, diags = load_text(name, text)
+    if doc is None:
+        return diags
+    _, more = validate(doc)
+    return diags + more
+
+
+def write_exe(path: Path, body: str) -> None:
+    path.write_text("#!/usr/bin/env bash\n" + textwrap.dedent(body).lstrip("\n"))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+@dataclass
+class StubRun:
+    returncode: int
+    stdout: str
+    stderr: str
+    run_root: Path
+    calls: Path
+
+    def log_dir(self, node_rank: int | None = None) -> Path:
+        return self.run_root if node_rank is None else self.run_root / "nodes" / f"node-{node_rank}"
+
+    def torchrun_argv(self) -> list[str]:
+        raw = (self.calls / "torchrun.argv").read_bytes().decode()
+        return raw.split("\0")[:-1]
+
+
+def make_stub_bin(directory: Path) -> Path:
+    """Stubs for nvidia-smi, make, python and torchrun, driven by STUB_* variables."""
+    bin_dir = directory / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    write_exe(bin_dir / "nvidia-smi", """
+        for ((i = 0; i < ${STUB_GPUS:-0}; i++)); do echo "$i"; done
+    """)
+    write_exe(bin_dir / "make", """
+        printf '%s\\0' "$@" > "$STUB_CALLS/make.argv"
+    """)
+    write_exe(bin_dir / "python", """
+        echo "torch: 0.0-stub"
+        echo "cuda: none"
+        echo "gpu_count: ${STUB_GPUS:-0}"
+    """)
+    write_exe(bin_dir / "torchrun", """
+        printf '%s\\0' "$@" > "$STUB_CALLS/torchrun.argv"
+        env > "$STUB_CALLS/torchrun.env"
+        pwd > "$STUB_CALLS/torchrun.cwd"
+        for ((i = 0; i < 200; i++)); do echo "stub training line $i"; done
+        echo "stub stderr line" >&2
+        printf 'STUB-LAST-LINE'
+        echo
+        exit "${STUB_TORCHRUN_STATUS:-0}"
+    """)
+    return bin_dir
+
+
+def localize_launch(script: str, run_root: Path, megatron_root: Path) -> str:
+    """The generated launch.sh with its run root and Megatron root moved to temporary directories."""
+    script, n1 = re.subn(r"^RUN_ROOT=.*$", f"RUN_ROOT='{run_root}'", script, count=1, flags=re.M)
+    script, n2 = re.subn(r"^MEGATRON_ROOT=.*$", f"MEGATRON_ROOT='{megatron_root}'", script, count=1, flags=re.M)
+    assert n1 == 1 and n2 == 1, "launch.sh no longer assigns RUN_ROOT and MEGATRON_ROOT on their own lines"
+    return script
+
+
+def run_launch(script_text: str, tmp: Path, *, gpus: int, status: int = 0, env: dict | None = None,
+               localize: bool = True) -> StubRun:
+    """Run a launch.sh text under bash with the stubs first on PATH."""
+    bin_dir = make_stub_bin(tmp)
+    calls = tmp / "calls"
+    calls.mkdir(exist_ok=True)
+    run_root = tmp / "mnt" / "run"
+    megatron_root = tmp / "megatron"
+    megatron_root.mkdir(exist_ok=True)
+    if localize:
+        script_text = localize_launch(script_text, run_root, megatron_root)
+    script = tmp / "launch.sh"
+    script.write_text(script_text)
+    full_env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp), "STUB_GPUS": str(gpus),
+        "STUB_TORCHRUN_STATUS": str(status), "STUB_CALLS": str(calls),
+        "MEGATRON_COMMIT": "571370c829ca768fe37244f4e2e7f28d8accc4ab",
+    }
+    full_env.update(env or {})
+    proc = subprocess.run(["bash", str(script)], cwd=tmp, env=full_env, capture_output=True, text=True, timeout=60)
+    return StubRun(proc.returncode, proc.stdout, proc.stderr, run_root, calls)
