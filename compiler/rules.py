@@ -173,15 +173,16 @@ def check_bounded_layout(ctx: RuleContext) -> Iterator[Diagnostic]:
     par: Any = ctx.sections["parallelism"]
     why = f"{BOUNDED_EXAMPLE} hard-codes tensor=2, pipeline=1 and ignores the spec"
     wanted = {"tensor": 2, "pipeline": 1, "context": 1, "expert": 1}
+    world, how = _world(ctx)
     for field, value in wanted.items():
         actual = getattr(par, field)
-        if actual != value:
+        # a size that does not even divide the world size is parallel-divisibility's to report
+        if actual != value and world % actual == 0:
             yield ctx.locate(
                 "bounded-example-layout", f"parallelism.{field} must be {value} for the bounded example (got {actual})",
                 ("parallelism", field),
                 hint=f"{why}; set {field}: {value}, or train with pretrain_gpt.py for another layout",
             )
-    world, how = _world(ctx)
     if world % 2:
         yield ctx.locate(
             "bounded-example-layout", f"the bounded example needs an even world size ({how})",
@@ -196,6 +197,19 @@ def check_bounded_args(ctx: RuleContext) -> Iterator[Diagnostic]:
             "bounded-example-args", f"training.args must be empty for the bounded example (got {len(training.args)})",
             ("training", "args"),
             hint=f"{BOUNDED_EXAMPLE} reads no arguments; the job would run something other than what was reviewed",
+        )
+
+
+def check_image_values(ctx: RuleContext) -> Iterator[Diagnostic]:
+    # megatron.root becomes the Dockerfile's ENV PYTHONPATH and regctl's --env PYTHONPATH=…: Docker
+    # treats a backslash inconsistently across instructions, and ':' would split PYTHONPATH in two.
+    root = ctx.sections["megatron"].root  # type: ignore[attr-defined]
+    bad = sorted({ch for ch in root if ch in "\\:"})
+    if bad:
+        yield ctx.locate(
+            "unsafe-character", f"megatron.root contains {' and '.join(repr(c) for c in bad)}, which cannot be "
+            "carried safely into the image's PYTHONPATH", ("megatron", "root"),
+            hint="choose a directory name without backslashes or colons, e.g. /opt/Megatron-LM",
         )
 
 
@@ -251,6 +265,7 @@ RULES: tuple[Rule, ...] = (
     Rule("expert-divisibility", ("resources", "parallelism"), check_expert_divisibility),
     Rule("bounded-example-layout", ("training", "parallelism", "resources"), check_bounded_layout),
     Rule("bounded-example-args", ("training",), check_bounded_args),
+    Rule("unsafe-character", ("megatron",), check_image_values),
     Rule("reserved-env", ("training",), check_reserved_env),
     Rule("rdma-single-worker", ("resources",), check_rdma),
     Rule("credential-in-spec", (), check_credentials),

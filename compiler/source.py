@@ -130,11 +130,11 @@ class _Builder:
             return self.scalar(node, path)
         if isinstance(node, yaml.SequenceNode):
             if node.tag != _SEQ:
-                self.error("yaml-tag", f"unsupported YAML tag {node.tag!r}", node, path, hint="remove the tag")
+                self.error("yaml-tag", f"unsupported YAML tag {_short_tag(node.tag)!r}", node, path, hint="remove the tag")
             return [self.build(item, path + (i,), depth + 1) for i, item in enumerate(node.value)]
         assert isinstance(node, yaml.MappingNode)
         if node.tag != _MAP:
-            self.error("yaml-tag", f"unsupported YAML tag {node.tag!r}", node, path, hint="remove the tag")
+            self.error("yaml-tag", f"unsupported YAML tag {_short_tag(node.tag)!r}", node, path, hint="remove the tag")
         result: dict = {}
         for key_node, value_node in node.value:
             if key_node.tag == _MERGE:
@@ -165,7 +165,7 @@ class _Builder:
 
     def scalar(self, node: yaml.ScalarNode, path: KeyPath) -> Any:
         tag = node.tag
-        plain = node.style is None
+        plain = not node.style  # the C parser reports '' for plain scalars, the Python one None
         if tag == _STR or tag == _TIMESTAMP:
             # timestamps stay the strings they were written as: no spec field is a date
             return node.value
@@ -179,7 +179,7 @@ class _Builder:
             elif tag == _FLOAT:
                 value = _constructor.construct_yaml_float(node)
             else:
-                self.error("yaml-tag", f"unsupported YAML tag {tag!r}", node, path, hint="remove the tag")
+                self.error("yaml-tag", f"unsupported YAML tag {_short_tag(tag)!r}", node, path, hint="remove the tag")
                 return node.value
         except (ValueError, yaml.YAMLError):
             self.error("yaml-tag", f"cannot read {node.value!r} as {tag.rsplit(':', 1)[-1]}", node, path)
@@ -187,6 +187,10 @@ class _Builder:
         if plain:
             self.spellings[path] = ScalarSpelling(node.value, plain=True)
         return value
+
+
+def _short_tag(tag: str) -> str:
+    return "!!" + tag[len("tag:yaml.org,2002:"):] if tag.startswith("tag:yaml.org,2002:") else tag
 
 
 def _kind(node: yaml.Node) -> str:

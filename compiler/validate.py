@@ -146,6 +146,20 @@ def pydantic_to_diagnostics(error: ValidationError, doc: SourceDoc, base: tuple 
     return out
 
 
+def _drop_missing_explained_by_typos(diags: list[Diagnostic]) -> list[Diagnostic]:
+    """A misspelt key gives 'unknown key X; did you mean Y?' and 'missing required key Y'; the first
+    says it all, so the second is dropped."""
+    suggested = set()
+    for d in diags:
+        if d.code == "unknown-key" and "; did you mean '" in d.message:
+            suggested.add(d.key_path[:-1] + (d.message.rsplit("'", 2)[-2],))
+    return [d for d in diags if not (d.code == "missing-key" and d.key_path + (_missing_name(d),) in suggested)]
+
+
+def _missing_name(d: Diagnostic) -> str:
+    return d.message.split("'")[1]
+
+
 def validate(doc: SourceDoc) -> tuple[JobSpec | None, list[Diagnostic]]:
     """Check a loaded spec; returns the model when nothing is wrong, and every diagnostic found."""
     diags: list[Diagnostic] = []
@@ -153,7 +167,7 @@ def validate(doc: SourceDoc) -> tuple[JobSpec | None, list[Diagnostic]]:
     try:
         spec = JobSpec.model_validate(doc.data)
     except ValidationError as exc:
-        diags.extend(pydantic_to_diagnostics(exc, doc))
+        diags.extend(_drop_missing_explained_by_typos(pydantic_to_diagnostics(exc, doc)))
     # The rules see each section that validated on its own, even when another one failed.
     sections: dict[str, BaseModel] = {}
     if spec is not None:

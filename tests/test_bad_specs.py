@@ -1,0 +1,61 @@
+"""The bad-spec corpus: tests/bad_specs/<case>.yaml and the exact diagnostics in <case>.expected.
+
+A new case is two new files; `pytest --update-golden` writes the .expected files, which are
+reviewed like code.
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from compiler.diagnostics import CODES, OUTPUT_CODES, format_text, sort_diagnostics
+from compiler.pipeline import compile_spec
+
+CORPUS = Path(__file__).resolve().parent / "bad_specs"
+CASES = sorted(CORPUS.glob("*.yaml"))
+
+
+def diagnostics_text(spec: Path) -> str:
+    result = compile_spec(str(spec), f"bad_specs/{spec.name}")
+    return format_text(sort_diagnostics(result.diagnostics))
+
+
+@pytest.mark.parametrize("spec", CASES, ids=lambda p: p.stem)
+def test_bad_spec_gives_exactly_the_expected_diagnostics(spec, update_golden):
+    text = diagnostics_text(spec)
+    expected = spec.with_suffix(".expected")
+    if update_golden:
+        expected.write_text(text, encoding="utf-8")
+    assert text, f"{spec.name} compiled without any diagnostic"
+    assert text == expected.read_text(encoding="utf-8")
+
+
+def test_the_corpus_is_large_enough():
+    assert len(CASES) >= 30
+
+
+def test_every_code_has_a_case():
+    seen = set()
+    for expected in CORPUS.glob("*.expected"):
+        seen.update(re.findall(r"  \[([a-z0-9-]+)\]$", expected.read_text(), flags=re.M))
+    assert seen <= set(CODES), f"codes used but not registered: {seen - set(CODES)}"
+    missing = set(CODES) - OUTPUT_CODES - seen
+    assert not missing, f"codes without a bad-spec case: {sorted(missing)}"
+
+
+def test_every_rule_has_a_case():
+    from compiler.rules import RULES
+
+    seen = set()
+    for expected in CORPUS.glob("*.expected"):
+        seen.update(re.findall(r"  \[([a-z0-9-]+)\]$", expected.read_text(), flags=re.M))
+    for rule in RULES:
+        assert rule.code in seen, f"rule {rule.check.__name__} ({rule.code}) has no bad-spec case"
+
+
+def test_five_independent_mistakes_give_five_errors():
+    result = compile_spec(str(CORPUS / "five-independent-mistakes.yaml"), "five.yaml")
+    errors = [d for d in result.diagnostics if d.is_error]
+    assert len(errors) == 5, errors
+    assert not result.files

@@ -1,0 +1,144 @@
+"""The command line: exit codes, output formats, --explain, --werror, nothing written on errors."""
+
+import io
+import json
+import shutil
+
+import pytest
+
+from compiler.cli import main
+from helpers import REPO
+
+BAD = REPO / "tests" / "bad_specs"
+
+
+def run(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_compiles_into_out_dir(tmp_path, in_repo):
+    code, out, err = run("specs/tp2.yaml", "-o", str(tmp_path))
+    assert code == 0, out + err
+    assert sorted(p.name for p in (tmp_path / "tp2").iterdir()) == [
+        "Dockerfile", "buildx.sh", "job.json", "launch.sh", "regctl.sh"]
+    assert f"specs/tp2.yaml: {tmp_path}/tp2/ (5 written, 0 unchanged, 0 removed)" in err
+
+
+def test_errors_exit_1_with_summary_and_write_nothing(tmp_path, in_repo):
+    spec = tmp_path / "tp3.yaml"
+    spec.write_text((REPO / "specs" / "tp2.yaml").read_text().replace("  tensor: 2", "  tensor: 3")
+                    .replace("  registry: cr", "  regsitry: cr"))
+    code, out, err = run(str(spec), "-o", str(tmp_path / "out"))
+    assert code == 1
+    shown = f"{tmp_path.name}/tp3.yaml"  # outside the working directory: its last two components
+    assert out.splitlines() == [
+        f"{shown}:11:3: error: unknown key 'regsitry' in image; did you mean 'registry'?  [unknown-key]",
+        f"{shown}:30:11: error: parallelism.tensor (3) must divide the world size "
+        "(workers 1 × gpus_per_worker 2 = 2)  [parallel-divisibility]",
+        "  hint: with 2 GPUs, tensor × pipeline × context must be 1 or 2",
+    ]
+    assert err == f"2 errors in {shown}\n"
+    assert not (tmp_path / "out").exists()
+
+
+def test_format_json_lists_the_diagnostics(in_repo):
+    code, out, _ = run("--format", "json", "tests/bad_specs/five-independent-mistakes.yaml")
+    assert code == 1
+    data = json.loads(out)
+    assert [d["code"] for d in data] == ["unknown-key", "value", "value", "run-root-outside-mount", "bounded-example-args"]
+    first = data[0]
+    assert first == {
+        "code": "unknown-key", "severity": "error",
+        "message": "unknown key 'regsitry' in image; did you mean 'registry'?",
+        "file": "tests/bad_specs/five-independent-mistakes.yaml", "line": 6, "column": 3,
+        "end_line": 6, "end_column": 11, "key_path": ["image", "regsitry"], "hint": None,
+    }
+
+
+def test_format_github_prints_annotations(in_repo):
+    code, out, _ = run("--format", "github", "tests/bad_specs/parallel-divisibility-tensor.yaml")
+    assert code == 1
+    assert out == (
+        "::error file=tests/bad_specs/parallel-divisibility-tensor.yaml,line=25,col=11,endLine=25,"
+        "title=parallel-divisibility::parallelism.tensor (3) must divide the world size "
+        "(workers 1 × gpus_per_worker 2 = 2)%0Ahint: with 2 GPUs, tensor × pipeline × context must be 1 or 2\n"
+    )
+
+
+def test_warnings_pass_unless_werror(tmp_path, in_repo):
+    spec = "tests/bad_specs/rdma-single-worker-warning.yaml"
+    code, out, err = run(spec, "-o", str(tmp_path))
+    assert code == 0
+    assert "warning: resources.rdma is on for a single worker" in out
+    assert "1 warning in" in err
+    code, out, _ = run(spec, "-o", str(tmp_path / "w"), "--werror")
+    assert code == 1
+    assert "error: resources.rdma is on for a single worker" in out
+    assert not (tmp_path / "w").exists()
+
+
+def test_explain_prints_the_rank_layout_megatron_builds(in_repo, tmp_path):
+    code, out, _ = run("--explain", "specs/tp2-dp2.yaml", "-o", str(tmp_path))
+    assert code == 0
+    # Megatron Core's RankGenerator (order tp-cp-ep-dp-pp) for world 4, TP=2: tensor groups are
+    # consecutive ranks, data-parallel groups take one rank from each tensor group.
+    assert "  world size       4 = workers 2 × gpus_per_worker 2\n" in out
+    assert "  data parallel    2 = 4 / (tensor 2 × pipeline 1 × context 1)\n" in out
+    assert "  tensor groups    [0,1] [2,3]\n" in out
+    assert "  data groups      [0,2] [1,3]\n" in out
+    assert "  pipeline groups  [0] [1] [2] [3]\n" in out
+    assert "  worker 0         ranks 0,1\n" in out
+    assert "  worker 1         ranks 2,3\n" in out
+    assert "  train_log        /mnt/megatron/runs/mcore-tp2-dp2-01/nodes/node-$NODE_RANK/train.log\n" in out
+    assert "  checkpoint       /mnt/megatron/runs/mcore-tp2-dp2-01/ckpt\n" in out
+    assert not tmp_path.joinpath("tp2-dp2").exists(), "--explain writes nothing"
+
+
+def test_explain_json(in_repo):
+    code, out, _ = run("--explain", "--format", "json", "specs/tp2-dp2.yaml")
+    assert code == 0
+    data = json.loads(out)
+    assert (data["world_size"], data["data_parallel"], data["tensor_parallel"]) == (4, 2, 2)
+    assert data["groups"]["tensor"] == [[0, 1], [2, 3]]
+    assert data["groups"]["data"] == [[0, 2], [1, 3]]
+    assert data["workers_ranks"] == [[0, 1], [2, 3]]
+
+
+def test_directory_and_glob_arguments(tmp_path, in_repo):
+    code, _, err = run("specs/", "-o", str(tmp_path))
+    assert code == 0, err
+    assert {p.name for p in tmp_path.iterdir()} >= {"tp2", "tp2-dp2"}
+    code, _, err = run("specs/tp2*.yaml", "--check", "-o", str(tmp_path))
+    assert code == 0, err
+
+
+def test_missing_spec_is_a_diagnostic_not_a_traceback(in_repo):
+    code, out, _ = run("specs/nope.yaml")
+    assert code == 1
+    assert out == "specs/nope.yaml: error: no such spec file, directory or glob match  [file-unreadable]\n"
+
+
+def test_usage_errors_exit_2():
+    assert run()[0] == 2
+    assert run("--format", "xml", "x.yaml")[0] == 2
+
+
+def test_help_and_version_exit_0():
+    code, _, _ = run("--version")
+    assert code == 0
+    assert run("--help")[0] == 0
+
+
+def test_schema_check_passes_in_the_repo(in_repo):
+    assert run("schema", "--check")[0] == 0
+
+
+def test_schema_check_fails_on_drift(tmp_path):
+    shutil.copytree(REPO / "schemas", tmp_path / "schemas")
+    path = tmp_path / "schemas" / "megatron-job.schema.json"
+    path.write_text(path.read_text().replace('"version"', '"versoin"', 1))
+    code, out, err = run("schema", "--check", "--out-dir", str(tmp_path / "schemas"))
+    assert code == 1
+    assert "versoin" in out and "schemas are stale" in err
