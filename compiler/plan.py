@@ -46,9 +46,18 @@ class Word:
     def lit(cls, text: str) -> "Word":
         return cls((text,))
 
+    def reference(self, index: int) -> str:
+        """How the variable at parts[index] is spelt: $NAME, or ${NAME} when text that could
+        continue the name follows it."""
+        name = self.parts[index].name
+        following = self.parts[index + 1] if index + 1 < len(self.parts) else ""
+        if isinstance(following, str) and following[:1] and (following[0].isalnum() or following[0] == "_"):
+            return "${" + name + "}"
+        return "$" + name
+
     def as_text(self) -> str:
-        """The word as shlex.split reads its rendering: literals verbatim, variables as $NAME."""
-        return "".join(p if isinstance(p, str) else f"${p.name}" for p in self.parts)
+        """The word as shlex.split reads its rendering: literals verbatim, variables as referenced."""
+        return "".join(p if isinstance(p, str) else self.reference(i) for i, p in enumerate(self.parts))
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,8 @@ def _no_control(text: str, where: str) -> str:
 
 
 def _scalar_text(value: Any) -> str:
+    if isinstance(value, jinja2.Undefined):
+        str(value)  # StrictUndefined raises UndefinedError naming the missing variable
     if isinstance(value, bool) or value is None:
         raise TemplateSafetyError(f"{value!r} has no single shell spelling; give the plan a string or an int")
     if isinstance(value, (str, int)):
@@ -55,7 +57,6 @@ def _scalar_text(value: Any) -> str:
 
 
 _DQ_UNSAFE = re.compile(r'[$`"\\!]')
-_IDENT_CHAR = re.compile(r"[A-Za-z0-9_]")
 
 
 def _quote(text: str) -> str:
@@ -79,26 +80,25 @@ def sh_word(word: Word) -> Safe:
     if not isinstance(word, Word):
         raise TemplateSafetyError(f"sh_word expects a plan Word, got {type(word).__name__}")
     parts = list(word.parts)
-    head = ""
-    if parts and isinstance(parts[0], str) and shlex.quote(parts[0]) == parts[0]:
-        head = parts.pop(0)
-    if not parts:
-        return Safe(head or "''")
-    literals = [p for p in parts if isinstance(p, str)]
-    if all(not _DQ_UNSAFE.search(_no_control(p, "a shell word")) for p in literals):
-        body = []
-        for i, part in enumerate(parts):
-            if isinstance(part, Var):
-                following = parts[i + 1] if i + 1 < len(parts) else ""
-                name = sh_name(part.name)
-                needs_braces = isinstance(following, str) and bool(following) and _IDENT_CHAR.match(following[0])
-                body.append(f"${{{name}}}" if needs_braces else f"${name}")
-            else:
-                body.append(part)
-        return Safe(head + '"' + "".join(body) + '"')
-    out = [head]
     for part in parts:
-        out.append(f'"${sh_name(part.name)}"' if isinstance(part, Var) else shlex.quote(part) if part else "")
+        if isinstance(part, Var):
+            sh_name(part.name)
+        else:
+            _no_control(part, "a shell word")
+    if all(isinstance(p, str) for p in parts):
+        return Safe(_quote("".join(parts)))
+    start = 1 if parts and isinstance(parts[0], str) and shlex.quote(parts[0]) == parts[0] else 0
+    head = parts[0] if start else ""
+    if start == len(parts):
+        return Safe(head or "''")
+    rest = range(start, len(parts))
+    if all(isinstance(parts[i], Var) or not _DQ_UNSAFE.search(parts[i]) for i in rest):
+        body = "".join(word.reference(i) if isinstance(parts[i], Var) else parts[i] for i in rest)
+        return Safe(head + '"' + body + '"')
+    out = [head]
+    for i in rest:
+        part = parts[i]
+        out.append(f'"{word.reference(i)}"' if isinstance(part, Var) else shlex.quote(part) if part else "")
     return Safe("".join(out))
 
 

@@ -1,0 +1,110 @@
+"""Rendering: quoting that fails closed, argv that round-trips through shlex, logic-free templates."""
+
+import re
+import shlex
+
+import jinja2
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compiler.plan import Var, Word
+from compiler.render import (
+    QUOTING_FILTERS, Safe, TemplateSafetyError, _finalize, docker_str, environment, sh, sh_command, sh_word,
+    templates_dir,
+)
+from helpers import REPO, compile_text
+
+TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs"), blacklist_characters="\u2028\u2029"),
+               max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(TEXT, min_size=1, max_size=6))
+def test_literal_argv_round_trips_through_shlex(argv):
+    rendered = sh_command([Word.lit(a) for a in argv])
+    assert shlex.split(rendered.replace("\\\n", " ")) == argv
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(TEXT, st.sampled_from(["RUN_ROOT", "NODE_RANK", "X_1"]).map(Var)), min_size=1, max_size=5))
+def test_words_with_variables_round_trip_through_shlex(parts):
+    word = Word(tuple(parts))
+    assert shlex.split(sh_word(word)) == [word.as_text()] or word.as_text() == ""
+
+
+def test_generated_torchrun_argv_is_the_plans(in_repo):
+    for stem in ("tp2", "tp2-dp2"):
+        text = (REPO / "generated" / stem / "launch.sh").read_text()
+        start = text.index("\ntorchrun \\\n") + 1
+        command = text[start:text.index(" 2>&1 | tee", start)]
+        from compiler.pipeline import compile_spec
+
+        plan = compile_spec(str(REPO / "specs" / f"{stem}.yaml"), f"specs/{stem}.yaml").plan
+        assert shlex.split(command.replace("\\\n", " ")) == [w.as_text() for w in plan.launch.torchrun]
+
+
+def test_unquoted_interpolation_fails_closed():
+    env = environment()
+    with pytest.raises(TemplateSafetyError):
+        env.from_string("echo {{ value }}").render(value="$(reboot)")
+    with pytest.raises(jinja2.UndefinedError):
+        env.from_string("echo {{ missing | sh }}").render()
+    assert env.from_string("echo {{ value | sh }}").render(value="$(reboot)") == "echo '$(reboot)'"
+
+
+def test_finalize_accepts_only_safe_text():
+    assert _finalize(Safe("x")) == "x"
+    for value in ("x", 1, None, ["a"]):
+        with pytest.raises(TemplateSafetyError):
+            _finalize(value)
+
+
+@pytest.mark.parametrize("bad", ["a\nb", "a\rb", "\x1b[2J", "a\u2028b"])
+def test_quoting_filters_refuse_control_characters(bad):
+    with pytest.raises(TemplateSafetyError):
+        sh(bad)
+    with pytest.raises(TemplateSafetyError):
+        docker_str(bad)
+
+
+def test_booleans_and_none_have_no_shell_spelling():
+    for value in (True, None):
+        with pytest.raises(TemplateSafetyError):
+            sh(value)
+
+
+def test_docker_str_escapes_quotes_and_dollars():
+    assert docker_str('/opt/a "b" $c') == '"/opt/a \\"b\\" \\$c"'
+    with pytest.raises(TemplateSafetyError):
+        docker_str("a\\b")
+
+
+def test_templates_are_logic_free():
+    """Only {{ plan.x | quoting_filter }}, {% if plan.bool %}, {% for … in plan.list %} and their ends."""
+    expression = re.compile(r"\{\{(.*?)\}\}", re.S)
+    statement = re.compile(r"\{%-?(.*?)-?%\}", re.S)
+    allowed_statement = re.compile(
+        r"^\s*(if (not )?plan(\.\w+)+|else|endif|endfor|for \w+(, \w+)? in plan(\.\w+)+)\s*$")
+    allowed_expression = re.compile(r"^\s*(plan(\.\w+)+|\w+)\s*\|\s*(\w+)\s*$")
+    for template in sorted(templates_dir().glob("*.j2")):
+        text = template.read_text()
+        for match in expression.finditer(text):
+            m = allowed_expression.match(match.group(1))
+            assert m, f"{template.name}: {{{{{match.group(1)}}}}} is not `value | quoting filter`"
+            assert m.group(3) in QUOTING_FILTERS, f"{template.name}: filter {m.group(3)} is not a quoting filter"
+        for match in statement.finditer(text):
+            assert allowed_statement.match(match.group(1)), f"{template.name}: {{%{match.group(1)}%}} holds logic"
+        assert not re.search(r"\{#", text), f"{template.name}: use shell comments, not template comments"
+
+
+def test_spec_values_with_quotes_render_safely(tmp_path):
+    text = (REPO / "specs" / "tp2.yaml").read_text()
+    text = text.replace("  script: examples/run_simple_mcore_train_loop.py", "  script: /mnt/megatron/code/my train.py")
+    text = text.replace("  args: []", "  args: [\"--name=it's\", '$(id)']")
+    text = text.replace("  env: {}", "  env:\n    NOTE: 'say \"hi\"; `id`'")
+    result = compile_text(text, tmp=tmp_path)
+    assert result.ok, result.diagnostics
+    launch = result.files["launch.sh"]
+    assert "export NOTE='say \"hi\"; `id`'\n" in launch
+    assert "  '/mnt/megatron/code/my train.py' \\\n  \"--name=it's\" \\\n  '$(id)' 2>&1" in launch
