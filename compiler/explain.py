@@ -40,33 +40,49 @@ def explain_data(plan: Plan) -> dict:
             "exit_status": f"{log_dir}/exit_status",
             "checkpoint": f"{plan.run_root}/ckpt",
         },
+        **_pretrain_data(plan),
     }
 
 
-def _groups(groups: list[list[int]]) -> str:
-    return " ".join("[" + ",".join(str(r) for r in g) + "]" for g in groups)
+def _pretrain_data(plan: Plan) -> dict:
+    pre = plan.pretrain
+    if pre is None:
+        return {}
+    out: dict = {"train_iters": pre.train_iters, "num_microbatches": pre.num_microbatches,
+                 "virtual_pipeline_parallel": pre.virtual_pipeline}
+    est = pre.estimate
+    if est is None:
+        return {**out, "memory_mb": None, "checkpoint_bytes": None}
+    return {
+        **out,
+        "tokens_per_step": est.tokens_per_step,
+        "parameters": {"total": est.parameters_total, "most_loaded_rank": est.parameters_most_loaded_rank},
+        "memory_mb": {
+            "weights_and_optimizer": est.weights_and_optimizer_mb,
+            "activations": est.activations_mb,
+            "megatron_theoretical_total": est.megatron_theoretical_total_mb,
+            "attention_scores": est.attention_scores_mb,
+            "logits_fp32": est.logits_fp32_mb,
+            "peak": est.peak_mb,
+        },
+        "gpu_memory_gb": est.gpu_memory_gb,
+        "peak_fraction_of_gpu": est.peak_fraction_of_gpu,
+        "checkpoint_bytes": {
+            "per_save": est.checkpoint_bytes_per_save,
+            "saves": est.checkpoint_saves,
+            "retained": est.checkpoint_bytes_retained,
+        },
+    }
 
 
 def explain_text(plan: Plan) -> str:
-    """A short human report of explain_data."""
-    d = explain_data(plan)
-    lines = [
-        f"{d['spec']}: {d['name']}",
-        f"  image            {d['image']}",
-        f"  world size       {d['world_size']} = workers {d['workers']} × gpus_per_worker {d['gpus_per_worker']}",
-        f"  parallelism      tensor {d['tensor_parallel']}, pipeline {d['pipeline_parallel']}, "
-        f"context {d['context_parallel']}, expert {d['expert_parallel']} (expert_tensor {d['expert_tensor_parallel']})",
-        f"  data parallel    {d['data_parallel']} = {d['world_size']} / (tensor {d['tensor_parallel']} × pipeline "
-        f"{d['pipeline_parallel']} × context {d['context_parallel']})",
-        f"  rank order       {d['rank_order']}",
-    ]
-    for name, groups in d["groups"].items():
-        lines.append(f"  {name + ' groups':<16} {_groups(groups)}")
-    for index, ranks in enumerate(d["workers_ranks"]):
-        lines.append(f"  worker {index:<9} ranks {','.join(str(r) for r in ranks)}")
-    lines.append(f"  run root         {d['run_root']}")
-    for name, path in d["paths"].items():
-        lines.append(f"  {name:<16} {path}")
+    """The plan's report (the same tables as plan.md) as aligned text."""
+    lines = [f"{plan.header.spec}: {plan.name}"]
+    for section in plan.report:
+        lines.append(f"  {section.title}")
+        width = max(len(label) for label, _ in section.rows)
+        for label, value in section.rows:
+            lines.append(f"    {label:<{width}}  {value}")
     return "\n".join(lines) + "\n"
 
 

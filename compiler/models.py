@@ -88,6 +88,8 @@ GitUrl = _format(
 )
 AbsolutePath = _format(r"/[^\x00]*", "an absolute POSIX path (starting with '/')", title="absolute path",
                        example="/mnt/megatron")
+Split = _format(r"[0-9]+(?:,[0-9]+){0,2}", "train,valid,test weights such as 949,50,1", title="split",
+                example="949,50,1")
 EnvName = _format(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name: letters, digits and '_'",
                   title="environment variable", example="NCCL_DEBUG")
 
@@ -124,6 +126,7 @@ class Resources(_Section):
     worker_flavor: NonEmptyText | None = None
     rdma: bool = False
     slow_training_detection: bool = False
+    gpu_memory_gb: float | None = Field(default=None, gt=0)  # default: from worker_flavor (H200, H100, A100)
 
 
 class Storage(_Section):
@@ -143,8 +146,94 @@ class Parallelism(_Section):
     expert_tensor: int | None = Field(default=None, ge=1)  # Megatron defaults it to `tensor`
 
 
+class Model(_Section):
+    """The GPT architecture (pretrain_gpt.py); each field is the Megatron-LM flag of the same name."""
+
+    num_layers: int = Field(ge=1)
+    hidden_size: int = Field(ge=1)
+    num_attention_heads: int = Field(ge=1)
+    ffn_hidden_size: int | None = Field(default=None, ge=1)  # Megatron: 4 × hidden (× 2/3, rounded to 64, with swiglu)
+    num_query_groups: int | None = Field(default=None, ge=1)  # set: grouped-query attention
+    seq_length: int = Field(ge=1)
+    max_position_embeddings: int = Field(ge=1)
+    vocab_size: int | None = Field(default=None, ge=1)  # before padding; required with the null tokenizer
+    make_vocab_size_divisible_by: int = Field(default=128, ge=1)
+    swiglu: bool = False
+    normalization: Literal["LayerNorm", "RMSNorm"] = "LayerNorm"
+    position_embedding: Literal["learned_absolute", "rope", "none"] = "learned_absolute"
+    untie_embeddings: bool = False
+    disable_bias_linear: bool = False
+    num_experts: int | None = Field(default=None, ge=1)
+    moe_router_topk: int = Field(default=2, ge=1)
+    moe_ffn_hidden_size: int | None = Field(default=None, ge=1)
+    transformer_impl: Literal["local", "transformer_engine"] = "transformer_engine"
+
+
+class Batch(_Section):
+    micro: int = Field(ge=1)
+    # global is a Python keyword; the YAML key stays `global`
+    global_: int = Field(ge=1, alias="global")
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
+
+
+class Optimizer(_Section):
+    lr: float = Field(gt=0)
+    min_lr: float = Field(default=0.0, ge=0)
+    decay_style: Literal["constant", "linear", "cosine", "inverse-square-root", "WSD"] = "linear"
+    warmup_iters: int = Field(default=0, ge=0)
+    weight_decay: float = Field(default=0.01, ge=0)
+    clip_grad: float = Field(default=1.0, ge=0)
+    adam_beta1: float = Field(default=0.9, gt=0, lt=1)
+    adam_beta2: float = Field(default=0.999, gt=0, lt=1)
+
+
+class Tokenizer(_Section):
+    type: Literal[
+        "NullTokenizer", "GPT2BPETokenizer", "HuggingFaceTokenizer", "SentencePieceTokenizer",
+        "GPTSentencePieceTokenizer", "Llama2Tokenizer", "TikTokenizer",
+    ]
+    vocab_file: AbsolutePath | None = None  # type: ignore[valid-type]
+    merge_file: AbsolutePath | None = None  # type: ignore[valid-type]
+    model: NonEmptyText | None = None  # a path or a Hugging Face directory (--tokenizer-model)
+
+
+class Data(_Section):
+    """Mock data, or the .bin/.idx prefixes of preprocessed text."""
+
+    mock: bool = False
+    paths: list[AbsolutePath] = Field(default_factory=list)  # type: ignore[valid-type]
+    split: Split = "949,50,1"  # type: ignore[valid-type]
+    tokenizer: Tokenizer
+
+
+class Checkpoint(_Section):
+    """Megatron-LM's own checkpoints under $RUN_ROOT/ckpt: model, optimizer, scheduler, RNG, iteration."""
+
+    save_interval: int = Field(ge=1)  # Megatron asserts save needs save_interval > 0
+    format: Literal["torch_dist", "torch"] = "torch_dist"
+    resume: bool = True  # --load from the same directory: a restarted job continues
+
+
+class Recompute(_Section):
+    granularity: Literal["full", "selective"]
+    method: Literal["uniform", "block"] | None = None
+    num_layers: int | None = Field(default=None, ge=1)
+
+
+class Logging(_Section):
+    interval: int = Field(default=10, ge=1)
+    tensorboard: bool = True  # --tensorboard-dir $RUN_ROOT/tensorboard
+    throughput: bool = True
+
+
+class Evaluation(_Section):
+    interval: int = Field(default=1000, ge=1)
+    iters: int = Field(default=0, ge=0)
+
+
 class Training(_Section):
-    """What torchrun starts on every worker."""
+    """What torchrun starts on every worker; the typed sections apply to pretrain_gpt.py."""
 
     script: NonEmptyText = "examples/run_simple_mcore_train_loop.py"
     args: list[Text] = Field(default_factory=list)
@@ -152,6 +241,20 @@ class Training(_Section):
     # An existing train.log under the run root means a run already happened there; launch.sh stops
     # rather than overwrite it unless the spec says this run continues it.
     resume: bool = False
+    model: Model | None = None
+    batch: Batch | None = None
+    train_iters: int | None = Field(default=None, ge=1)
+    optimizer: Optimizer | None = None
+    precision: Literal["bf16", "fp16", "fp32"] = "bf16"
+    data: Data | None = None
+    checkpoint: Checkpoint | None = None
+    sequence_parallel: bool = False
+    distributed_optimizer: bool = False
+    recompute: Recompute | None = None
+    virtual_pipeline: int | None = Field(default=None, ge=1)  # layers per virtual pipeline stage
+    fused_kernels: bool = True  # false: --no-persist-layer-norm and the other --no-*-fusion flags
+    logging: Logging = Field(default_factory=Logging)
+    eval: Evaluation = Field(default_factory=Evaluation)
 
 
 class JobSpec(_Section):

@@ -15,10 +15,15 @@ from . import __version__
 from .layout import (
     RankLayout, data_parallel_size, normalize_path, rank_layout, worker_ranks, world_size,
 )
+from .estimate import Estimate, estimate, layout_of
 from .models import JobSpec
+from .pretrain import (
+    BOUNDED_EXAMPLE_ITERATIONS, Flag, flags, is_bounded_example, is_pretrain, num_microbatches,
+    virtual_pipeline_size,
+)
 
 TOOL = "megatron-compile"
-ARTIFACTS = ("Dockerfile", "buildx.sh", "regctl.sh", "job.json", "launch.sh")
+ARTIFACTS = ("Dockerfile", "buildx.sh", "regctl.sh", "job.json", "launch.sh", "verify.sh", "plan.md")
 DEFAULT_MASTER_PORT = 29500
 NGC_REGISTRY = "nvcr.io"
 
@@ -58,6 +63,11 @@ class Word:
     def as_text(self) -> str:
         """The word as shlex.split reads its rendering: literals verbatim, variables as referenced."""
         return "".join(p if isinstance(p, str) else self.reference(i) for i, p in enumerate(self.parts))
+
+
+def argv_of(lines: tuple[tuple[Word, ...], ...]) -> list[str]:
+    """The argv of command lines as shlex reads their rendering."""
+    return [word.as_text() for line in lines for word in line]
 
 
 @dataclass(frozen=True)
@@ -122,12 +132,46 @@ class LaunchPlan:
     multi_worker: bool
     default_master_port: int
     log_dir: Word
-    torchrun: tuple[Word, ...]
+    torchrun: tuple[tuple[Word, ...], ...]  # argv lines: a flag and its values share a line
     tee: tuple[Word, ...]  # tee -i [-a] "$TRAIN_LOG": resume appends to the earlier log
     env: tuple[tuple[str, str], ...]  # sorted (name, value)
     has_env: bool
     resume: bool
     runtime_probe: str
+
+
+@dataclass(frozen=True)
+class PretrainPlan:
+    flags: tuple[Flag, ...]
+    train_iters: int
+    save_interval: int
+    num_microbatches: int
+    virtual_pipeline: int | None  # Megatron's virtual_pipeline_model_parallel_size
+    estimate: Estimate | None
+    has_estimate: bool
+    checkpoint_dir: str
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of verify.sh's checklist: a function of the template and its arguments."""
+
+    function: str
+    args: tuple[Word, ...]
+
+
+@dataclass(frozen=True)
+class VerifyPlan:
+    checks: tuple[Check, ...]
+    run_root: str
+
+
+@dataclass(frozen=True)
+class ReportSection:
+    """A titled table of (label, value) text for plan.md and --explain."""
+
+    title: str
+    rows: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
@@ -157,11 +201,16 @@ class Plan:
     mount_path: str
     dockerfile_copy: tuple[str, str]  # COPY source (in the build context) and destination
     artifacts: tuple[str, ...]
+    pretrain: PretrainPlan | None
+    is_pretrain: bool
+    is_bounded_example: bool
+    verify: VerifyPlan
+    report: tuple[ReportSection, ...]
 
 
 def spec_digest(spec: JobSpec) -> str:
     """sha256 of the resolved spec (defaults applied) as canonical JSON."""
-    canonical = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    canonical = json.dumps(spec.model_dump(mode="json", by_alias=True), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
@@ -188,6 +237,180 @@ def script_path(spec: JobSpec) -> str:
     if script.startswith("/"):
         return normalize_path(script)
     return normalize_path(posixpath.join(spec.megatron.root, script))
+
+
+def flag_words(flag: Flag) -> tuple[Word, ...]:
+    """A flag as argv words; run-root-relative values become "$RUN_ROOT/…"."""
+    if flag.run_root_relative:
+        return (Word.lit(flag.name), Word((Var("RUN_ROOT"), "/" + flag.values[0])))
+    return (Word.lit(flag.name),) + tuple(Word.lit(v) for v in flag.values)
+
+
+def _pretrain_plan(spec: JobSpec, run_root: str) -> PretrainPlan | None:
+    if not is_pretrain(spec.training.script):
+        return None
+    t = spec.training
+    layout = layout_of(spec.resources, spec.parallelism)
+    assert layout is not None  # validation guarantees divisibility
+    est = estimate(spec, layout)
+    return PretrainPlan(
+        flags=tuple(flags(spec)), train_iters=t.train_iters, save_interval=t.checkpoint.save_interval,
+        num_microbatches=num_microbatches(t.batch.global_, t.batch.micro, layout.data),
+        virtual_pipeline=virtual_pipeline_size(t.model.num_layers, layout.pipeline, t.virtual_pipeline),
+        estimate=est, has_estimate=est is not None, checkpoint_dir=f"{run_root}/ckpt",
+    )
+
+
+def _under_run_root(relative: str) -> Word:
+    return Word((Var("RUN_ROOT"), "/" + relative))
+
+
+def _check(function: str, label: str, *args: Word | str | int) -> Check:
+    words = tuple(a if isinstance(a, Word) else Word.lit(str(a)) for a in args)
+    return Check(function, (Word.lit(label),) + words)
+
+
+def shard_ranks(layout: RankLayout) -> tuple[int, ...]:
+    """The ranks whose checkpoint shards verify.sh requires: data-parallel replica 0, which holds the
+    replica_id-0 copy of every tensor (megatron/core/dist_checkpointing deduplicates the others).
+    Seen in real runs: TP=2 (ranks 0 and 1, tests/fixtures/h200-tp2-run) and TP=1 (rank 0)."""
+    return tuple(sorted(group[0] for group in layout.data))
+
+
+def _verify_plan(spec: JobSpec, run_root: str, layout: RankLayout, pretrain: PretrainPlan | None,
+                 bounded: bool) -> VerifyPlan:
+    res = spec.resources
+    workers, gpus = res.workers, res.gpus_per_worker
+    log_dirs = [""] if workers == 1 else [f"nodes/node-{w}/" for w in range(workers)]
+    checks: list[Check] = []
+    for w, d in enumerate(log_dirs):
+        who = "" if workers == 1 else f" (worker {w})"
+        checks.append(_check("check_exit", f"torchrun exit status{who}", _under_run_root(d + "exit_status")))
+        checks.append(_check("check_value", f"runtime gpu_count{who}", _under_run_root(d + "runtime.txt"),
+                             "gpu_count", gpus))
+        checks.append(_check("check_value", f"runtime megatron_commit{who}", _under_run_root(d + "runtime.txt"),
+                             "megatron_commit", spec.megatron.commit))
+        if workers > 1:
+            checks.append(_check("check_value", f"runtime node_rank{who}", _under_run_root(d + "runtime.txt"),
+                                 "node_rank", w))
+            checks.append(_check("check_value", f"runtime nnodes{who}", _under_run_root(d + "runtime.txt"),
+                                 "nnodes", workers))
+        if bounded:
+            checks.append(_check("check_iterations", f"iterations 0-{BOUNDED_EXAMPLE_ITERATIONS - 1} on every rank{who}",
+                                 _under_run_root(d + "train.log"), BOUNDED_EXAMPLE_ITERATIONS, gpus))
+            checks.append(_check("check_count", f"'Successfully loaded the model' on every rank{who}",
+                                 _under_run_root(d + "train.log"), "Successfully loaded the model", gpus))
+    ranks = shard_ranks(layout)
+    if bounded:
+        ckpt = "ckpt/"
+    elif pretrain is not None:
+        first, last = log_dirs[0], log_dirs[-1]
+        sizes = (("world_size", spec.resources.workers * gpus), ("tensor_model_parallel_size", spec.parallelism.tensor),
+                 ("pipeline_model_parallel_size", spec.parallelism.pipeline),
+                 ("context_parallel_size", spec.parallelism.context),
+                 ("expert_model_parallel_size", spec.parallelism.expert),
+                 ("data_parallel_size", layout_data_size(layout)))
+        for name, value in sizes:
+            checks.append(_check("check_argument", f"Megatron argument {name}", _under_run_root(first + "train.log"),
+                                 name, value))
+        checks.append(_check("check_last_iteration", "last logged iteration", _under_run_root(last + "train.log"),
+                             pretrain.train_iters))
+        checks.append(_check("check_no_bad_iterations", "no skipped or NaN iterations",
+                             _under_run_root(last + "train.log")))
+        checks.append(_check("check_content", "latest checkpointed iteration",
+                             _under_run_root("ckpt/latest_checkpointed_iteration.txt"), pretrain.train_iters))
+        ckpt = f"ckpt/iter_{pretrain.train_iters:07d}/"
+    else:
+        return VerifyPlan(checks=tuple(checks), run_root=run_root)
+    for name in (".metadata", "metadata.json", "common.pt"):
+        checks.append(_check("check_file", f"checkpoint {ckpt}{name}", _under_run_root(ckpt + name)))
+    for rank in ranks:
+        checks.append(_check("check_file", f"checkpoint shard of rank {rank}", _under_run_root(f"{ckpt}__{rank}_0.distcp")))
+    return VerifyPlan(checks=tuple(checks), run_root=run_root)
+
+
+def layout_data_size(layout: RankLayout) -> int:
+    """The data-parallel size of a layout: the size of its data-parallel groups."""
+    return len(layout.data[0])
+
+
+def _groups_text(groups: list[list[int]]) -> str:
+    return " ".join("[" + ",".join(str(r) for r in g) + "]" for g in groups)
+
+
+def _mb(value: float) -> str:
+    return f"{value:,.2f} MB"
+
+
+def _bytes(value: int) -> str:
+    return f"{value:,} B ({value / 1024**3:,.2f} GiB)"
+
+
+def _report(spec: JobSpec, world: int, parallel: ParallelPlan, launch: LaunchPlan, run_root: str,
+            reference: str, pretrain: PretrainPlan | None) -> tuple[ReportSection, ...]:
+    res = spec.resources
+    log_dir = launch.log_dir.as_text().replace("$RUN_ROOT", run_root)
+    sections = [
+        ReportSection("Job", (
+            ("name", spec.name),
+            ("image", reference),
+            ("workers", str(res.workers)),
+            ("GPUs per worker", str(res.gpus_per_worker)),
+            ("world size", f"{world} = workers {res.workers} × gpus_per_worker {res.gpus_per_worker}"),
+            ("script", script_path(spec)),
+        )),
+        ReportSection("Parallelism", (
+            ("tensor", str(parallel.tensor)),
+            ("pipeline", str(parallel.pipeline)),
+            ("context", str(parallel.context)),
+            ("expert", f"{parallel.expert} (expert_tensor {parallel.expert_tensor})"),
+            ("data (derived)", f"{parallel.data} = {world} / (tensor {parallel.tensor} × pipeline {parallel.pipeline} "
+                               f"× context {parallel.context})"),
+            ("rank order", "tp-cp-ep-dp-pp (Megatron Core's default)"),
+            ("tensor groups", _groups_text(parallel.layout.tensor)),
+            ("context groups", _groups_text(parallel.layout.context)),
+            ("data groups", _groups_text(parallel.layout.data)),
+            ("pipeline groups", _groups_text(parallel.layout.pipeline)),
+        ) + tuple((f"worker {w} ranks", ",".join(str(r) for r in ranks))
+                  for w, ranks in enumerate(parallel.worker_ranks))),
+        ReportSection("Paths", (
+            ("run root", run_root),
+            ("train log", f"{log_dir}/train.log"),
+            ("runtime record", f"{log_dir}/runtime.txt"),
+            ("exit status record", f"{log_dir}/exit_status"),
+            ("checkpoint", f"{run_root}/ckpt"),
+        )),
+    ]
+    if pretrain is not None:
+        t = spec.training
+        rows = [
+            ("train iterations", str(pretrain.train_iters)),
+            ("micro × global batch", f"{t.batch.micro} × {t.batch.global_}"),
+            ("microbatches per step", str(pretrain.num_microbatches)),
+            ("virtual pipeline size", str(pretrain.virtual_pipeline or "none")),
+            ("save interval", str(pretrain.save_interval)),
+        ]
+        est = pretrain.estimate
+        if est is None:
+            rows.append(("estimates", "none: set training.model.vocab_size for memory and checkpoint estimates"))
+        else:
+            rows += [
+                ("tokens per step", f"{est.tokens_per_step:,}"),
+                ("parameters", f"{est.parameters_total:,} total, {est.parameters_most_loaded_rank:,} on the most "
+                               "loaded rank"),
+                ("weights + gradients + optimizer per GPU", _mb(est.weights_and_optimizer_mb)),
+                ("activations per GPU (Megatron's formula)", _mb(est.activations_mb)),
+                ("Megatron's theoretical total per GPU", _mb(est.megatron_theoretical_total_mb)),
+                ("unfused attention scores per GPU", _mb(est.attention_scores_mb)),
+                ("fp32 logits of the loss per GPU", _mb(est.logits_fp32_mb)),
+                ("peak estimate per GPU", _mb(est.peak_mb)),
+                ("GPU memory", "unknown: set resources.gpu_memory_gb" if est.gpu_memory_gb is None
+                 else f"{est.gpu_memory_gb:g} GB, peak at {est.peak_fraction_of_gpu:.0%}"),
+                ("checkpoint per save", _bytes(est.checkpoint_bytes_per_save)),
+                ("checkpoints retained", f"{est.checkpoint_saves} saves, {_bytes(est.checkpoint_bytes_retained)}"),
+            ]
+        sections.append(ReportSection("Training and estimates", tuple(rows)))
+    return tuple(sections)
 
 
 def build_plan(spec: JobSpec, spec_display: str) -> Plan:
@@ -231,18 +454,26 @@ def build_plan(spec: JobSpec, spec_display: str) -> Plan:
     else:
         log_dir = Word((Var("RUN_ROOT"),))
         distributed = (Word.lit(f"--nproc_per_node={res.gpus_per_worker}"),)
+    pretrain = _pretrain_plan(spec, run_root)
+    flag_lines = tuple(flag_words(f) for f in pretrain.flags) if pretrain else ()
     torchrun = (
-        (Word.lit("torchrun"),) + distributed + (Word.lit(script_path(spec)),)
-        + tuple(Word.lit(a) for a in spec.training.args)
+        ((Word.lit("torchrun"),),) + tuple((w,) for w in distributed) + ((Word.lit(script_path(spec)),),)
+        + flag_lines + tuple((Word.lit(a),) for a in spec.training.args)
     )
+    env = dict(spec.training.env)
+    if pretrain is not None and (par.tensor > 1 or par.context > 1):
+        # Megatron asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with TP or CP on Hopper and older GPUs, so
+        # that communication kernels are queued ahead of the compute they overlap with.
+        env.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
+    resume = spec.training.resume or (pretrain is not None and spec.training.checkpoint.resume)
     launch = LaunchPlan(
         run_root=run_root, megatron_root=root, datasets_dir=megatron.datasets_dir,
         expected_gpus=res.gpus_per_worker, expected_nodes=res.workers, last_node_rank=res.workers - 1,
         multi_worker=multi, default_master_port=DEFAULT_MASTER_PORT, log_dir=log_dir, torchrun=torchrun,
-        tee=(Word.lit("tee"), Word.lit("-i")) + ((Word.lit("-a"),) if spec.training.resume else ())
+        tee=(Word.lit("tee"), Word.lit("-i")) + ((Word.lit("-a"),) if resume else ())
         + (Word((Var("TRAIN_LOG"),)),),
-        env=tuple(sorted(spec.training.env.items())), has_env=bool(spec.training.env),
-        resume=spec.training.resume, runtime_probe=RUNTIME_PROBE,
+        env=tuple(sorted(env.items())), has_env=bool(env),
+        resume=resume, runtime_probe=RUNTIME_PROBE,
     )
     parallel = ParallelPlan(
         tensor=par.tensor, pipeline=par.pipeline, context=par.context, expert=par.expert,
@@ -250,6 +481,8 @@ def build_plan(spec: JobSpec, spec_display: str) -> Plan:
         layout=rank_layout(world, par.tensor, par.pipeline, par.context),
         worker_ranks=tuple(tuple(r) for r in worker_ranks(res.workers, res.gpus_per_worker)),
     )
+    bounded = is_bounded_example(spec.training.script, root)
+    verify = _verify_plan(spec, run_root, parallel.layout, pretrain, bounded)
     job = JobPlan(
         name=spec.name, image=reference, workers=res.workers, gpus_per_worker=res.gpus_per_worker,
         worker_flavor=res.worker_flavor, distributed_framework="pytorch_ddp" if multi else "single",
@@ -258,5 +491,7 @@ def build_plan(spec: JobSpec, spec_display: str) -> Plan:
     return Plan(
         header=header, name=spec.name, world_size=world, image=image, megatron=megatron, parallel=parallel,
         launch=launch, job=job, run_root=run_root, mount_path=mount, dockerfile_copy=("Megatron-LM", root),
-        artifacts=ARTIFACTS,
+        artifacts=ARTIFACTS, pretrain=pretrain, is_pretrain=pretrain is not None,
+        is_bounded_example=bounded, verify=verify,
+        report=_report(spec, world, parallel, launch, run_root, reference, pretrain),
     )

@@ -24,6 +24,8 @@ TEMPLATE_FILES = {
     "buildx.sh": "buildx.sh.j2",
     "regctl.sh": "regctl.sh.j2",
     "launch.sh": "launch.sh.j2",
+    "verify.sh": "verify.sh.j2",
+    "plan.md": "plan.md.j2",
 }
 
 
@@ -102,9 +104,9 @@ def sh_word(word: Word) -> Safe:
     return Safe("".join(out))
 
 
-def sh_command(words: Iterable[Word]) -> Safe:
-    """An argv as one command, one word per line joined by backslash continuations."""
-    return Safe(" \\\n  ".join(sh_word(w) for w in words))
+def sh_command(lines: Iterable[Iterable[Word]]) -> Safe:
+    """A command given as lines of words: words joined by spaces, lines by backslash continuations."""
+    return Safe(" \\\n  ".join(" ".join(sh_word(w) for w in line) for line in lines))
 
 
 def sh_inline(words: Iterable[Word]) -> Safe:
@@ -146,9 +148,23 @@ def docker_json(values: Iterable[str]) -> Safe:
     return Safe(json.dumps(items, ensure_ascii=False))
 
 
+def md(value: str) -> Safe:
+    """Markdown table text: pipes and markup characters escaped."""
+    text = _no_control(_scalar_text(value), "Markdown")
+    return Safe(re.sub(r"([\\`*_|<>\[\]])", r"\\\1", text))
+
+
+def md_code(value: str) -> Safe:
+    """A Markdown code span, fenced with more backticks than the value holds."""
+    text = _no_control(_scalar_text(value), "Markdown").replace("|", "\\|")
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return Safe(f"{fence}{pad}{text}{pad}{fence}")
+
+
 QUOTING_FILTERS = {
     "sh": sh, "sh_word": sh_word, "sh_command": sh_command, "sh_inline": sh_inline, "sh_name": sh_name, "comment": comment,
-    "docker_word": docker_word, "docker_str": docker_str, "docker_json": docker_json,
+    "docker_word": docker_word, "docker_str": docker_str, "docker_json": docker_json, "md": md, "md_code": md_code,
 }
 
 

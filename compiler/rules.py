@@ -7,6 +7,7 @@ case in tests/bad_specs/.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
@@ -15,9 +16,11 @@ from pydantic import BaseModel
 
 from .diagnostics import Diagnostic, Severity, dotted
 from .layout import divisors, is_within, model_parallel_size, normalize_path, world_size
+from .pretrain import (
+    BOUNDED_EXAMPLE, PRETRAIN_SCRIPT, PRETRAIN_SECTIONS, REQUIRED_SECTIONS, is_bounded_example, is_pretrain,
+    virtual_pipeline_size,
+)
 from .source import SourceDoc
-
-BOUNDED_EXAMPLE = "examples/run_simple_mcore_train_loop.py"
 
 # AIStudio refuses these mount points and anything below them.
 RESERVED_MOUNTS = (
@@ -159,12 +162,9 @@ def check_expert_divisibility(ctx: RuleContext) -> Iterator[Diagnostic]:
 
 
 def _is_bounded_example(ctx: RuleContext) -> bool:
-    script = ctx.sections["training"].script  # type: ignore[attr-defined]
-    if script.startswith("/"):
-        megatron: Any = ctx.sections.get("megatron")
-        root = megatron.root if megatron is not None else "/opt/Megatron-LM"
-        return normalize_path(script) == normalize_path(f"{root}/{BOUNDED_EXAMPLE}")
-    return normalize_path(script) == BOUNDED_EXAMPLE
+    megatron: Any = ctx.sections.get("megatron")
+    root = megatron.root if megatron is not None else "/opt/Megatron-LM"
+    return is_bounded_example(ctx.sections["training"].script, root)  # type: ignore[attr-defined]
 
 
 def check_bounded_layout(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -257,6 +257,271 @@ def check_credentials(ctx: RuleContext) -> Iterator[Diagnostic]:
                 break
 
 
+# ---- pretrain_gpt.py: what Megatron-LM asserts at the pinned commit (571370c8), checked before a GPU
+
+
+def _pretrain(ctx: RuleContext) -> Any:
+    training: Any = ctx.sections["training"]
+    return training if is_pretrain(training.script) else None
+
+
+def check_pretrain_sections(ctx: RuleContext) -> Iterator[Diagnostic]:
+    training: Any = ctx.sections["training"]
+    if is_pretrain(training.script):
+        for name in REQUIRED_SECTIONS:
+            if getattr(training, name) is None:
+                yield ctx.locate(
+                    "pretrain-missing-section", f"training.{name} is required to train with {PRETRAIN_SCRIPT}",
+                    ("training",), hint=f"add training.{name}; see the README's pretrain reference",
+                )
+    else:
+        for name in PRETRAIN_SECTIONS:
+            if getattr(training, name) is not None:
+                yield ctx.locate(
+                    "pretrain-section-unused",
+                    f"training.{name} applies to {PRETRAIN_SCRIPT} only; {training.script} would never see it",
+                    ("training", name), key=True,
+                    hint=f"remove it, or pass the script's own flags in training.args",
+                )
+
+
+def check_megatron_model(ctx: RuleContext) -> Iterator[Diagnostic]:
+    t = _pretrain(ctx)
+    if t is None or t.model is None:
+        return
+    m, par = t.model, ctx.sections["parallelism"]
+    tp = par.tensor  # type: ignore[attr-defined]
+    here = ("training", "model")
+    # arguments.py:1283 (kv_channels unset): hidden_size % num_attention_heads == 0
+    if m.hidden_size % m.num_attention_heads:
+        yield ctx.locate(
+            "megatron-hidden-heads", f"training.model.hidden_size ({m.hidden_size}) must be a multiple of "
+            f"num_attention_heads ({m.num_attention_heads})", here + ("hidden_size",),
+            hint="Megatron derives the head size as hidden_size / num_attention_heads",
+        )
+    # megatron/core/transformer/transformer_config.py:1195: num_attention_heads % TP == 0
+    if m.num_attention_heads % tp:
+        yield ctx.locate(
+            "megatron-heads-tp", f"training.model.num_attention_heads ({m.num_attention_heads}) must be a "
+            f"multiple of parallelism.tensor ({tp})", here + ("num_attention_heads",),
+            hint="each tensor-parallel rank holds num_attention_heads / tensor heads",
+        )
+    # transformer_config.py:1209-1212: query groups a multiple or a divisor of TP
+    groups = m.num_query_groups
+    if groups is not None and groups % tp and tp % groups:
+        yield ctx.locate(
+            "megatron-query-groups-tp", f"training.model.num_query_groups ({groups}) must be a multiple or a "
+            f"divisor of parallelism.tensor ({tp})", here + ("num_query_groups",),
+        )
+    if groups is not None and m.num_attention_heads % groups:
+        # megatron/core/transformer/attention.py splits heads evenly over the query groups
+        yield ctx.locate(
+            "megatron-query-groups-tp", f"training.model.num_attention_heads ({m.num_attention_heads}) must be a "
+            f"multiple of num_query_groups ({groups})", here + ("num_query_groups",),
+        )
+    # arguments.py:1299: max_position_embeddings >= seq_length
+    if m.max_position_embeddings < m.seq_length:
+        yield ctx.locate(
+            "megatron-max-position", f"training.model.max_position_embeddings ({m.max_position_embeddings}) must be "
+            f"at least seq_length ({m.seq_length})", here + ("max_position_embeddings",),
+        )
+    # arguments.py:1286-1289: seq_length % (2 × CP) == 0 when CP > 1
+    cp = par.context  # type: ignore[attr-defined]
+    if cp > 1 and m.seq_length % (2 * cp):
+        yield ctx.locate(
+            "megatron-seq-cp", f"training.model.seq_length ({m.seq_length}) must be a multiple of 2 × "
+            f"parallelism.context ({2 * cp})", here + ("seq_length",),
+            hint="context parallelism splits each sequence into 2 × context chunks",
+        )
+    # arguments.py:1486-1489: EP > 1 needs experts, and experts % EP == 0
+    ep = par.expert  # type: ignore[attr-defined]
+    if ep > 1 and m.num_experts is None:
+        yield ctx.locate(
+            "megatron-experts", f"parallelism.expert ({ep}) needs training.model.num_experts",
+            ("parallelism", "expert"), hint="set num_experts, or expert: 1 for a dense model",
+        )
+    elif m.num_experts is not None and m.num_experts % ep:
+        yield ctx.locate(
+            "megatron-experts", f"training.model.num_experts ({m.num_experts}) must be a multiple of "
+            f"parallelism.expert ({ep})", here + ("num_experts",),
+        )
+    if m.num_experts is not None and m.moe_router_topk > m.num_experts:
+        # megatron/core/transformer/moe/router.py: topk picks among num_experts
+        yield ctx.locate(
+            "megatron-experts", f"training.model.moe_router_topk ({m.moe_router_topk}) exceeds num_experts "
+            f"({m.num_experts})", here + ("moe_router_topk",),
+        )
+
+
+def check_megatron_pipeline(ctx: RuleContext) -> Iterator[Diagnostic]:
+    t = _pretrain(ctx)
+    if t is None or t.model is None:
+        return
+    pp = ctx.sections["parallelism"].pipeline  # type: ignore[attr-defined]
+    layers = t.model.num_layers
+    # arguments.py:976-977 (and :947 with virtual stages): num_layers % PP == 0
+    if layers % pp:
+        yield ctx.locate(
+            "megatron-layers-pp", f"training.model.num_layers ({layers}) must be a multiple of "
+            f"parallelism.pipeline ({pp})", ("training", "model", "num_layers"),
+            hint="each pipeline stage holds num_layers / pipeline layers",
+        )
+        return
+    if t.virtual_pipeline is None:
+        return
+    per_stage = layers // pp
+    # arguments.py:951-952: layers per stage % layers per virtual stage == 0
+    if per_stage % t.virtual_pipeline:
+        yield ctx.locate(
+            "megatron-virtual-pipeline", f"training.virtual_pipeline ({t.virtual_pipeline} layers per virtual "
+            f"stage) must divide the {per_stage} layers of each pipeline stage", ("training", "virtual_pipeline"),
+        )
+    # arguments.py:969-973: the interleaved schedule (without p2p overlap) needs pipeline > 2
+    elif virtual_pipeline_size(layers, pp, t.virtual_pipeline) is not None and pp <= 2:
+        yield ctx.locate(
+            "megatron-virtual-pipeline", f"training.virtual_pipeline needs parallelism.pipeline > 2 (got {pp}) for "
+            "Megatron's interleaved schedule", ("training", "virtual_pipeline"),
+            hint="remove virtual_pipeline, or use more pipeline stages",
+        )
+
+
+def check_megatron_batch(ctx: RuleContext) -> Iterator[Diagnostic]:
+    t = _pretrain(ctx)
+    if t is None or t.batch is None:
+        return
+    par: Any = ctx.sections["parallelism"]
+    world, how = _world(ctx)
+    product = model_parallel_size(par.tensor, par.pipeline, par.context)
+    if world % product:
+        return  # parallel-divisibility reports it; DP is undefined
+    dp = world // product
+    # megatron/core/num_microbatches_calculator.py:381: global % (micro × DP) == 0
+    if t.batch.global_ % (t.batch.micro * dp):
+        yield ctx.locate(
+            "megatron-batch", f"training.batch.global ({t.batch.global_}) must be a multiple of micro × data "
+            f"parallel ({t.batch.micro} × {dp} = {t.batch.micro * dp})", ("training", "batch", "global"),
+            hint=f"data parallel is {dp} = world {world} / (tensor × pipeline × context {product}); "
+            f"try global {t.batch.micro * dp * max(1, round(t.batch.global_ / (t.batch.micro * dp)))}",
+        )
+
+
+def check_megatron_optimizer(ctx: RuleContext) -> Iterator[Diagnostic]:
+    t = _pretrain(ctx)
+    if t is None or t.optimizer is None:
+        return
+    # arguments.py:1304-1305: min_lr <= lr
+    if t.optimizer.min_lr > t.optimizer.lr:
+        yield ctx.locate(
+            "megatron-lr", f"training.optimizer.min_lr ({t.optimizer.min_lr}) must not exceed lr ({t.optimizer.lr})",
+            ("training", "optimizer", "min_lr"),
+        )
+
+
+def check_megatron_data(ctx: RuleContext) -> Iterator[Diagnostic]:
+    t = _pretrain(ctx)
+    if t is None or t.data is None:
+        return
+    data = t.data
+    # arguments.py:1510-1513: one data source: mock data or data paths, not both, not neither
+    if data.mock and data.paths:
+        yield ctx.locate(
+            "megatron-data-source", "training.data.mock and training.data.paths are both set; Megatron takes one "
+            "data source", ("training", "data", "paths"), hint="remove paths for mock data, or mock for real data",
+        )
+    elif not data.mock and not data.paths:
+        yield ctx.locate(
+            "megatron-data-source", "training.data needs paths (preprocessed .bin/.idx prefixes) or mock: true",
+            ("training", "data"),
+        )
+    if data.mock:
+        if data.tokenizer.type != "NullTokenizer":
+            yield ctx.locate(
+                "megatron-mock-tokenizer", f"mock data needs the NullTokenizer (got {data.tokenizer.type})",
+                ("training", "data", "tokenizer", "type"), hint="set tokenizer: {type: NullTokenizer}",
+            )
+        if t.model is not None and t.model.vocab_size is None:
+            yield ctx.locate(
+                "megatron-mock-tokenizer", "mock data with the NullTokenizer needs training.model.vocab_size",
+                ("training", "model"), hint="add vocab_size, e.g. 32000",
+            )
+    storage: Any = ctx.sections.get("storage")
+    for index, path in enumerate(data.paths):
+        where = ("training", "data", "paths", index)
+        if path.endswith((".bin", ".idx")):
+            yield ctx.locate(
+                "data-path", f"training.data.paths[{index}] names a file ({path}); Megatron wants the prefix",
+                where, hint=f"write {path[:-4]}: Megatron opens {posixpath.basename(path[:-4])}.bin and .idx",
+            )
+        elif storage is not None and not (is_within(path, storage.mount_path) or is_within(path, READ_ONLY_DATA)):
+            yield ctx.locate(
+                "data-path", f"training.data.paths[{index}] ({normalize_path(path)}) is not under the job's mount "
+                f"({normalize_path(storage.mount_path)}) or {READ_ONLY_DATA}, so the workers cannot read it",
+                where, hint="put preprocessed data on the shared storage",
+            )
+
+
+def check_sequence_parallel(ctx: RuleContext) -> Iterator[Diagnostic]:
+    t = _pretrain(ctx)
+    # arguments.py:1378-1384: sequence parallel with TP=1 is switched off with a warning
+    if t is not None and t.sequence_parallel and ctx.sections["parallelism"].tensor == 1:  # type: ignore[attr-defined]
+        yield ctx.locate(
+            "megatron-sequence-parallel", "training.sequence_parallel has no effect with parallelism.tensor 1; "
+            "Megatron switches it off", ("training", "sequence_parallel"), severity=Severity.WARNING,
+            hint="remove it, or use tensor parallelism",
+        )
+
+
+def check_duplicate_flags(ctx: RuleContext) -> Iterator[Diagnostic]:
+    t = _pretrain(ctx)
+    if t is None or any(getattr(t, name) is None for name in REQUIRED_SECTIONS):
+        return
+    from .pretrain import flag_names
+
+    owned = flag_names(_SpecView(t, ctx.sections["parallelism"], ctx.sections.get("resources")))
+    for index, arg in enumerate(t.args):
+        name = arg.split("=", 1)[0]
+        if name in owned:
+            yield ctx.locate(
+                "args-duplicate-flag", f"training.args[{index}] sets {name}, which the spec's typed sections already "
+                "set", ("training", "args", index), hint="change the typed field instead; a flag given twice is "
+                "ambiguous to review",
+            )
+
+
+def check_memory(ctx: RuleContext) -> Iterator[Diagnostic]:
+    t = _pretrain(ctx)
+    if t is None or any(getattr(t, name) is None for name in REQUIRED_SECTIONS):
+        return
+    from .estimate import estimate, layout_of
+
+    res: Any = ctx.sections["resources"]
+    layout = layout_of(res, ctx.sections["parallelism"])
+    if layout is None or t.batch.global_ % (t.batch.micro * layout.data):
+        return
+    est = estimate(_SpecView(t, ctx.sections["parallelism"], res), layout)
+    if est is None or est.peak_fraction_of_gpu is None:
+        return
+    detail = (f"the peak memory estimate per GPU is {est.peak_mb / 1024:.1f} GiB "
+              f"({est.peak_fraction_of_gpu:.0%} of the GPU's {est.gpu_memory_gb:g} GB)")
+    hint = "lower training.batch.micro, recompute activations, or add tensor/pipeline parallelism; " \
+           "`megatron-compile --explain` shows the breakdown"
+    if est.peak_fraction_of_gpu > 1.0:
+        yield ctx.locate("memory-over-capacity", detail + "; the job would run out of memory",
+                         ("training", "batch", "micro"), hint=hint)
+    elif est.peak_fraction_of_gpu > 0.9:
+        yield ctx.locate("memory-near-capacity", detail + "; allocator fragmentation may push it over",
+                         ("training", "batch", "micro"), severity=Severity.WARNING, hint=hint)
+
+
+@dataclass(frozen=True)
+class _SpecView:
+    """The sections of a spec that validated, where pretrain helpers expect a whole spec."""
+
+    training: Any
+    parallelism: Any
+    resources: Any
+
+
 RULES: tuple[Rule, ...] = (
     Rule("run-root-is-mount", ("storage",), check_run_root),
     Rule("read-only-storage", ("storage",), check_read_only),
@@ -269,6 +534,15 @@ RULES: tuple[Rule, ...] = (
     Rule("reserved-env", ("training",), check_reserved_env),
     Rule("rdma-single-worker", ("resources",), check_rdma),
     Rule("credential-in-spec", (), check_credentials),
+    Rule("pretrain-missing-section", ("training",), check_pretrain_sections),
+    Rule("megatron-heads-tp", ("training", "parallelism"), check_megatron_model),
+    Rule("megatron-layers-pp", ("training", "parallelism"), check_megatron_pipeline),
+    Rule("megatron-batch", ("training", "parallelism", "resources"), check_megatron_batch),
+    Rule("megatron-lr", ("training",), check_megatron_optimizer),
+    Rule("megatron-data-source", ("training",), check_megatron_data),
+    Rule("megatron-sequence-parallel", ("training", "parallelism"), check_sequence_parallel),
+    Rule("args-duplicate-flag", ("training", "parallelism"), check_duplicate_flags),
+    Rule("memory-over-capacity", ("training", "parallelism", "resources"), check_memory),
 )
 
 

@@ -51,6 +51,22 @@ _EXPECTED = {
 }
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _yaml11_float(text: str) -> str:
+    """'1e-4' -> '1.0e-4': the spelling YAML 1.1 reads as a float."""
+    mantissa, sep, exponent = text.lower().partition("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    return mantissa + sep + exponent
+
+
 class _Locator:
     """Turns pydantic locations into diagnostics placed in the source."""
 
@@ -128,6 +144,12 @@ def pydantic_to_diagnostics(error: ValidationError, doc: SourceDoc, base: tuple 
                     "yaml-implicit-type",
                     f"{name}: expected a string, but YAML read the plain value `{spelling.text}` as {describe(value)}",
                     path, hint=f"quote it: '{spelling.text}'",
+                ))
+            elif kind == "float_type" and isinstance(value, str) and _is_number(value):
+                out.append(at.diag(
+                    "yaml-implicit-type",
+                    f"{name}: expected a number, but YAML 1.1 read `{value}` as a string (its floats need a '.')",
+                    path, hint=f"write it as {_yaml11_float(value)}",
                 ))
             else:
                 out.append(at.diag("type", f"{name}: expected {expected}, got {describe(value)}", path, key=is_key))

@@ -22,8 +22,8 @@ def test_compiles_into_out_dir(tmp_path, in_repo):
     code, out, err = run("specs/tp2.yaml", "-o", str(tmp_path))
     assert code == 0, out + err
     assert sorted(p.name for p in (tmp_path / "tp2").iterdir()) == [
-        "Dockerfile", "buildx.sh", "job.json", "launch.sh", "regctl.sh"]
-    assert f"specs/tp2.yaml: {tmp_path}/tp2/ (5 written, 0 unchanged, 0 removed)" in err
+        "Dockerfile", "buildx.sh", "job.json", "launch.sh", "plan.md", "regctl.sh", "verify.sh"]
+    assert f"specs/tp2.yaml: {tmp_path}/tp2/ (7 written, 0 unchanged, 0 removed)" in err
 
 
 def test_errors_exit_1_with_summary_and_write_nothing(tmp_path, in_repo):
@@ -84,15 +84,15 @@ def test_explain_prints_the_rank_layout_megatron_builds(in_repo, tmp_path):
     assert code == 0
     # Megatron Core's RankGenerator (order tp-cp-ep-dp-pp) for world 4, TP=2: tensor groups are
     # consecutive ranks, data-parallel groups take one rank from each tensor group.
-    assert "  world size       4 = workers 2 × gpus_per_worker 2\n" in out
-    assert "  data parallel    2 = 4 / (tensor 2 × pipeline 1 × context 1)\n" in out
-    assert "  tensor groups    [0,1] [2,3]\n" in out
-    assert "  data groups      [0,2] [1,3]\n" in out
-    assert "  pipeline groups  [0] [1] [2] [3]\n" in out
-    assert "  worker 0         ranks 0,1\n" in out
-    assert "  worker 1         ranks 2,3\n" in out
-    assert "  train_log        /mnt/megatron/runs/mcore-tp2-dp2-01/nodes/node-$NODE_RANK/train.log\n" in out
-    assert "  checkpoint       /mnt/megatron/runs/mcore-tp2-dp2-01/ckpt\n" in out
+    assert "    world size       4 = workers 2 × gpus_per_worker 2\n" in out
+    assert "    data (derived)   2 = 4 / (tensor 2 × pipeline 1 × context 1)\n" in out
+    assert "    tensor groups    [0,1] [2,3]\n" in out
+    assert "    data groups      [0,2] [1,3]\n" in out
+    assert "    pipeline groups  [0] [1] [2] [3]\n" in out
+    assert "    worker 0 ranks   0,1\n" in out
+    assert "    worker 1 ranks   2,3\n" in out
+    assert "    train log           /mnt/megatron/runs/mcore-tp2-dp2-01/nodes/node-$NODE_RANK/train.log\n" in out
+    assert "    checkpoint          /mnt/megatron/runs/mcore-tp2-dp2-01/ckpt\n" in out
     assert not tmp_path.joinpath("tp2-dp2").exists(), "--explain writes nothing"
 
 

@@ -18,7 +18,8 @@ def test_fresh_venv_install_compiles_from_another_directory(tmp_path):
     proc = subprocess.run([str(env_dir / "bin" / "megatron-compile"), str(REPO / "specs" / "tp2.yaml"), "-o", str(out)],
                           cwd=elsewhere, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert sorted(p.name for p in (out / "tp2").iterdir()) == ["Dockerfile", "buildx.sh", "job.json", "launch.sh", "regctl.sh"]
+    names = sorted(p.name for p in (out / "tp2").iterdir())
+    assert names == ["Dockerfile", "buildx.sh", "job.json", "launch.sh", "plan.md", "regctl.sh", "verify.sh"]
     # the installed copy renders the same bytes as the committed artifacts
     for name in ("launch.sh", "job.json", "Dockerfile"):
         assert (out / "tp2" / name).read_bytes() == (REPO / "generated" / "tp2" / name).read_bytes()

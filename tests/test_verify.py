@@ -1,0 +1,244 @@
+"""verify.sh against run roots built from real runs (tests/fixtures), intact and broken check by check."""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers import FIXTURES, REPO
+
+COMMIT = "571370c829ca768fe37244f4e2e7f28d8accc4ab"
+TP2 = FIXTURES / "h200-tp2-run"
+PRETRAIN = FIXTURES / "h200-pretrain-tp1-run"
+
+
+def verify(stem, run_root, *extra):
+    proc = subprocess.run(["bash", str(REPO / "generated" / stem / "verify.sh"), *extra, str(run_root)],
+                          capture_output=True, text=True, timeout=60)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _ckpt_from_listing(directory: Path, listing: Path):
+    directory.mkdir(parents=True, exist_ok=True)
+    for line in listing.read_text().splitlines():
+        name, size = line.rsplit(" ", 1)
+        (directory / name).write_bytes(b"\0" * int(size))
+
+
+def tp2_run(root: Path) -> Path:
+    """The seed's single-worker run, as the real one left it, plus launch.sh's exit record."""
+    root.mkdir(parents=True)
+    shutil.copy(TP2 / "train.log", root / "train.log")
+    shutil.copy(TP2 / "runtime.txt", root / "runtime.txt")
+    (root / "exit_status").write_text("0\n")
+    _ckpt_from_listing(root / "ckpt", TP2 / "ckpt_files.txt")
+    return root
+
+
+def tp2_dp2_run(root: Path) -> Path:
+    """Two workers, each with the real 2-rank log and runtime record, one shared checkpoint."""
+    for node in (0, 1):
+        d = root / "nodes" / f"node-{node}"
+        d.mkdir(parents=True)
+        shutil.copy(TP2 / "train.log", d / "train.log")
+        (d / "runtime.txt").write_text((TP2 / "runtime.txt").read_text() + f"nnodes: 2\nnode_rank: {node}\n")
+        (d / "exit_status").write_text("0\n")
+    _ckpt_from_listing(root / "ckpt", TP2 / "ckpt_files.txt")
+    return root
+
+
+def pretrain_run(root: Path) -> Path:
+    """The real pretrain_gpt.py run: its log, and the checkpoint files its README lists."""
+    root.mkdir(parents=True)
+    shutil.copy(PRETRAIN / "train.log", root / "train.log")
+    (root / "runtime.txt").write_text(f"torch: 2.11.0+cu130\ncuda: 13.0\ngpu_count: 1\nmegatron_commit: {COMMIT}\n")
+    (root / "exit_status").write_text("0\n")
+    (root / "ckpt").mkdir()
+    (root / "ckpt" / "latest_checkpointed_iteration.txt").write_text("20")
+    iteration = root / "ckpt" / "iter_0000020"
+    iteration.mkdir()
+    for name in (".metadata", "metadata.json", "common.pt", "__0_0.distcp"):
+        (iteration / name).write_bytes(b"x" * 64)
+    return root
+
+
+TP2_PASS = """\
+ok    torchrun exit status: expected 0, found 0
+ok    runtime gpu_count: expected 2, found 2
+ok    runtime megatron_commit: expected {c}, found {c}
+ok    iterations 0-4 on every rank: expected 0:2 1:2 2:2 3:2 4:2, found 0:2 1:2 2:2 3:2 4:2
+ok    'Successfully loaded the model' on every rank: expected 2 lines, found 2 lines
+ok    checkpoint ckpt/.metadata: expected a file, found {r}/ckpt/.metadata
+ok    checkpoint ckpt/metadata.json: expected a file, found {r}/ckpt/metadata.json
+ok    checkpoint ckpt/common.pt: expected a file, found {r}/ckpt/common.pt
+ok    checkpoint shard of rank 0: expected a file, found {r}/ckpt/__0_0.distcp
+ok    checkpoint shard of rank 1: expected a file, found {r}/ckpt/__1_0.distcp
+10 of 10 checks passed for {r}
+"""
+
+
+def test_the_real_tp2_run_passes(tmp_path):
+    root = tp2_run(tmp_path / "run")
+    code, out, _ = verify("tp2", root)
+    assert code == 0
+    assert out == TP2_PASS.format(c=COMMIT, r=root)
+
+
+def test_json_output(tmp_path):
+    root = tp2_run(tmp_path / "run")
+    code, out, _ = verify("tp2", root, "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["passed"] is True and data["run_root"] == str(root)
+    assert len(data["checks"]) == 10
+    assert data["checks"][0] == {"check": "torchrun exit status", "status": "pass", "expected": "0", "found": "0"}
+    (root / "exit_status").write_text("1\n")
+    code, out, _ = verify("tp2", root, "--json")
+    assert code == 1 and json.loads(out)["passed"] is False
+
+
+def _break_and_verify(tmp_path, breaker, stem="tp2", build=tp2_run):
+    root = build(tmp_path / "run")
+    breaker(root)
+    code, out, _ = verify(stem, root)
+    failures = [line for line in out.splitlines() if line.startswith("FAIL")]
+    return code, failures, root
+
+
+def test_missing_shard(tmp_path):
+    code, failures, root = _break_and_verify(tmp_path, lambda r: (r / "ckpt" / "__1_0.distcp").unlink())
+    assert code == 1
+    assert failures == [f"FAIL  checkpoint shard of rank 1: expected a file, found nothing at {root}/ckpt/__1_0.distcp"]
+
+
+def test_truncated_log(tmp_path):
+    def truncate(root):
+        lines = (root / "train.log").read_text().splitlines(keepends=True)
+        cut = next(i for i, line in enumerate(lines) if line.startswith("Iteration 4:")) + 1
+        (root / "train.log").write_text("".join(lines[:cut]))
+
+    code, failures, _ = _break_and_verify(tmp_path, truncate)
+    assert code == 1
+    assert failures == [
+        "FAIL  iterations 0-4 on every rank: expected 0:2 1:2 2:2 3:2 4:2, found 0:2 1:2 2:2 3:2 4:1",
+        "FAIL  'Successfully loaded the model' on every rank: expected 2 lines, found 0 lines",
+    ]
+
+
+def test_wrong_commit(tmp_path):
+    def wrong(root):
+        text = (root / "runtime.txt").read_text().replace(COMMIT, "0" * 40)
+        (root / "runtime.txt").write_text(text)
+
+    code, failures, _ = _break_and_verify(tmp_path, wrong)
+    assert code == 1
+    assert failures == [f"FAIL  runtime megatron_commit: expected {COMMIT}, found {'0' * 40}"]
+
+
+def test_wrong_gpu_count(tmp_path):
+    code, failures, _ = _break_and_verify(
+        tmp_path, lambda r: (r / "runtime.txt").write_text((r / "runtime.txt").read_text().replace("gpu_count: 2", "gpu_count: 1")))
+    assert failures == ["FAIL  runtime gpu_count: expected 2, found 1"]
+
+
+def test_nonzero_exit_record(tmp_path):
+    code, failures, _ = _break_and_verify(tmp_path, lambda r: (r / "exit_status").write_text("143\n"))
+    assert code == 1
+    assert failures == ["FAIL  torchrun exit status: expected 0, found 143"]
+
+
+def test_missing_exit_record(tmp_path):
+    code, failures, root = _break_and_verify(tmp_path, lambda r: (r / "exit_status").unlink())
+    assert failures == [f"FAIL  torchrun exit status: expected 0, found no record ({root}/exit_status)"]
+
+
+def test_multi_worker_run_passes(tmp_path):
+    root = tp2_dp2_run(tmp_path / "run")
+    code, out, _ = verify("tp2-dp2", root)
+    assert code == 0, out
+    assert out.splitlines()[-1] == f"19 of 19 checks passed for {root}"
+    assert "ok    runtime node_rank (worker 1): expected 1, found 1" in out
+
+
+def test_multi_worker_missing_worker(tmp_path):
+    code, failures, root = _break_and_verify(
+        tmp_path, lambda r: shutil.rmtree(r / "nodes" / "node-1"), stem="tp2-dp2", build=tp2_dp2_run)
+    assert code == 1
+    d = f"{root}/nodes/node-1"
+    assert failures == [
+        f"FAIL  torchrun exit status (worker 1): expected 0, found no record ({d}/exit_status)",
+        f"FAIL  runtime gpu_count (worker 1): expected 2, found no file {d}/runtime.txt",
+        f"FAIL  runtime megatron_commit (worker 1): expected {COMMIT}, found no file {d}/runtime.txt",
+        f"FAIL  runtime node_rank (worker 1): expected 1, found no file {d}/runtime.txt",
+        f"FAIL  runtime nnodes (worker 1): expected 2, found no file {d}/runtime.txt",
+        f"FAIL  iterations 0-4 on every rank (worker 1): expected iterations 0-4 x 2, found no file {d}/train.log",
+        f"FAIL  'Successfully loaded the model' on every rank (worker 1): expected 2 lines, found no file {d}/train.log",
+    ]
+
+
+def test_multi_worker_same_node_rank_twice(tmp_path):
+    def same_rank(root):
+        path = root / "nodes" / "node-1" / "runtime.txt"
+        path.write_text(path.read_text().replace("node_rank: 1", "node_rank: 0"))
+
+    code, failures, _ = _break_and_verify(tmp_path, same_rank, stem="tp2-dp2", build=tp2_dp2_run)
+    assert failures == ["FAIL  runtime node_rank (worker 1): expected 1, found 0"]
+
+
+PRETRAIN_PASS = """\
+ok    torchrun exit status: expected 0, found 0
+ok    runtime gpu_count: expected 1, found 1
+ok    runtime megatron_commit: expected {c}, found {c}
+ok    Megatron argument world_size: expected 1, found 1
+ok    Megatron argument tensor_model_parallel_size: expected 1, found 1
+ok    Megatron argument pipeline_model_parallel_size: expected 1, found 1
+ok    Megatron argument context_parallel_size: expected 1, found 1
+ok    Megatron argument expert_model_parallel_size: expected 1, found 1
+ok    Megatron argument data_parallel_size: expected 1, found 1
+ok    last logged iteration: expected 20, found 20
+ok    no skipped or NaN iterations: expected 0 bad intervals, found 0 bad intervals
+ok    latest checkpointed iteration: expected 20, found 20
+ok    checkpoint ckpt/iter_0000020/.metadata: expected a file, found {r}/ckpt/iter_0000020/.metadata
+ok    checkpoint ckpt/iter_0000020/metadata.json: expected a file, found {r}/ckpt/iter_0000020/metadata.json
+ok    checkpoint ckpt/iter_0000020/common.pt: expected a file, found {r}/ckpt/iter_0000020/common.pt
+ok    checkpoint shard of rank 0: expected a file, found {r}/ckpt/iter_0000020/__0_0.distcp
+16 of 16 checks passed for {r}
+"""
+
+
+def test_the_real_pretrain_run_passes(tmp_path):
+    root = pretrain_run(tmp_path / "run")
+    code, out, _ = verify("pretrain-mock", root)
+    assert code == 0, out
+    assert out == PRETRAIN_PASS.format(c=COMMIT, r=root)
+
+
+@pytest.mark.parametrize("breaker, failure", [
+    (lambda r: _edit(r / "train.log", "iteration       20/      20", "iteration       15/      20", last=True),
+     "FAIL  last logged iteration: expected 20, found 15"),
+    (lambda r: _edit(r / "train.log", "number of nan iterations:   0 |", "number of nan iterations:   2 |", last=True),
+     "FAIL  no skipped or NaN iterations: expected 0 bad intervals, found 1 bad intervals"),
+    (lambda r: _edit(r / "train.log", "  tensor_model_parallel_size ...................... 1",
+                     "  tensor_model_parallel_size ...................... 2"),
+     "FAIL  Megatron argument tensor_model_parallel_size: expected 1, found 2"),
+    (lambda r: (r / "ckpt" / "latest_checkpointed_iteration.txt").write_text("10"),
+     "FAIL  latest checkpointed iteration: expected 20, found 10"),
+])
+def test_broken_pretrain_runs(tmp_path, breaker, failure):
+    code, failures, _ = _break_and_verify(tmp_path, breaker, stem="pretrain-mock", build=pretrain_run)
+    assert code == 1
+    assert failures == [failure]
+
+
+def _edit(path, old, new, last=False):
+    text = path.read_text()
+    assert old in text
+    index = text.rindex(old) if last else text.index(old)
+    path.write_text(text[:index] + new + text[index + len(old):])
+
+
+def test_usage():
+    code, _, err = verify("tp2", "a", "b")
+    assert code == 2 and "usage: verify.sh [--json] [RUN_ROOT]" in err
