@@ -200,7 +200,8 @@ def _compile(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     )
 
     diagnostics = sort_diagnostics(diagnostics)
-    _print_diagnostics(diagnostics, args.format, err if explained else out)
+    if diagnostics or not explained:  # --explain --format json keeps stdout one JSON document
+        _print_diagnostics(diagnostics, args.format, err if explained else out)
     if args.format == "text":
         for result in results:
             line = summary_line([d for d in diagnostics if d.file == result.spec_file], result.spec_file)

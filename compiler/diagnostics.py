@@ -97,6 +97,7 @@ CODES: dict[str, str] = {
     "megatron-sequence-parallel": "sequence parallel without tensor parallel",
     "data-path": "a data path the job cannot read or that names a file, not a prefix",
     "args-duplicate-flag": "training.args repeats a flag the typed sections set",
+    "distributed-optimizer-resume": "a distributed-optimizer resume that fails without Apex or TE",
     "memory-over-capacity": "the peak memory estimate exceeds the GPU's memory",
     "memory-near-capacity": "the peak memory estimate is above 90% of the GPU's memory",
     # output (emit stage): about the files on disk, not the spec

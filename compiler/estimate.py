@@ -157,9 +157,12 @@ def logits_fp32_bytes(t: Any, layout: Layout, padded_vocab: int) -> float:
 
 def checkpoint_bytes_per_save(t: Any, parameters_total: float) -> int:
     """torch_dist stores the model weights in their dtype and the optimizer's fp32 state (main
-    params for 16-bit training, Adam's two moments) for every parameter once, across all ranks."""
+    params for 16-bit training, Adam's two moments) for every parameter once, across all ranks.
+    Megatron's memory formula leaves out learned position embeddings; a checkpoint holds them."""
     weight = 4 if t.precision == "fp32" else 2
     optimizer = 8 if t.precision == "fp32" else 12
+    if t.model.position_embedding == "learned_absolute":
+        parameters_total += t.model.max_position_embeddings * t.model.hidden_size
     return int(parameters_total * (weight + optimizer))
 
 

@@ -182,6 +182,7 @@ class Optimizer(_Section):
     min_lr: float = Field(default=0.0, ge=0)
     decay_style: Literal["constant", "linear", "cosine", "inverse-square-root", "WSD"] = "linear"
     warmup_iters: int = Field(default=0, ge=0)
+    decay_iters: int | None = Field(default=None, ge=1)  # default: train_iters
     weight_decay: float = Field(default=0.01, ge=0)
     clip_grad: float = Field(default=1.0, ge=0)
     adam_beta1: float = Field(default=0.9, gt=0, lt=1)
@@ -213,6 +214,10 @@ class Checkpoint(_Section):
     save_interval: int = Field(ge=1)  # Megatron asserts save needs save_interval > 0
     format: Literal["torch_dist", "torch"] = "torch_dist"
     resume: bool = True  # --load from the same directory: a restarted job continues
+    # On resume Megatron asserts the LR/WD schedule equals the checkpoint's; a run extended with more
+    # iterations changes it: `spec` takes the spec's (--override-opt_param-scheduler), `checkpoint`
+    # keeps the saved one (--use-checkpoint-opt_param-scheduler).
+    scheduler: Literal["strict", "spec", "checkpoint"] = "strict"
 
 
 class Recompute(_Section):

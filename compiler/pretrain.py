@@ -144,6 +144,11 @@ def flags(spec: Any) -> list[Flag]:
     if not t.fused_kernels:
         out += [Flag("--no-gradient-accumulation-fusion"), Flag("--no-masked-softmax-fusion"),
                 Flag("--no-bias-gelu-fusion"), Flag("--no-bias-dropout-fusion")]
+        if m.swiglu:
+            out.append(Flag("--no-bias-swiglu-fusion"))
+        if m.position_embedding == "rope":
+            # TransformerConfig (transformer_config.py:1961) refuses rope fusion without TE >= 1.4
+            out.append(Flag("--no-rope-fusion"))
     if t.recompute is not None:
         out.append(Flag("--recompute-granularity", (t.recompute.granularity,)))
         if t.recompute.method is not None:
@@ -158,6 +163,10 @@ def flags(spec: Any) -> list[Flag]:
         Flag("--min-lr", (_num(t.optimizer.min_lr),)),
         Flag("--lr-decay-style", (t.optimizer.decay_style,)),
         Flag("--lr-warmup-iters", (str(t.optimizer.warmup_iters),)),
+    ]
+    if t.optimizer.decay_iters is not None:
+        out.append(Flag("--lr-decay-iters", (str(t.optimizer.decay_iters),)))
+    out += [
         Flag("--weight-decay", (_num(t.optimizer.weight_decay),)),
         Flag("--clip-grad", (_num(t.optimizer.clip_grad),)),
         Flag("--adam-beta1", (_num(t.optimizer.adam_beta1),)),
@@ -185,6 +194,10 @@ def flags(spec: Any) -> list[Flag]:
     ]
     if ckpt.resume:
         out.append(Flag("--load", ("ckpt",), run_root_relative=True))
+        if ckpt.scheduler == "spec":
+            out.append(Flag("--override-opt_param-scheduler"))
+        elif ckpt.scheduler == "checkpoint":
+            out.append(Flag("--use-checkpoint-opt_param-scheduler"))
     out += [
         Flag("--log-interval", (str(t.logging.interval),)),
         Flag("--eval-interval", (str(t.eval.interval),)),

@@ -471,6 +471,23 @@ def check_sequence_parallel(ctx: RuleContext) -> Iterator[Diagnostic]:
         )
 
 
+def check_distributed_optimizer_resume(ctx: RuleContext) -> Iterator[Diagnostic]:
+    t = _pretrain(ctx)
+    if t is None or t.model is None or t.checkpoint is None:
+        return
+    # megatron/core/optimizer/distrib_optimizer.py:793: without Apex or TE the distributed optimizer
+    # takes its step from the optimizer state, which is empty when a checkpoint is loaded (seen on a
+    # real resume, docs/e2e.md). A local transformer without fused kernels is the sign of such an image.
+    no_te = t.model.transformer_impl == "local" and not t.fused_kernels
+    if t.distributed_optimizer and t.checkpoint.resume and no_te:
+        yield ctx.locate(
+            "distributed-optimizer-resume", "resuming a distributed-optimizer checkpoint fails without Apex or "
+            "Transformer Engine, which transformer_impl: local with fused_kernels: false suggests",
+            ("training", "distributed_optimizer"), severity=Severity.WARNING,
+            hint="use an image with Transformer Engine, or set distributed_optimizer: false",
+        )
+
+
 def check_duplicate_flags(ctx: RuleContext) -> Iterator[Diagnostic]:
     t = _pretrain(ctx)
     if t is None or any(getattr(t, name) is None for name in REQUIRED_SECTIONS):
@@ -543,6 +560,7 @@ RULES: tuple[Rule, ...] = (
     Rule("megatron-sequence-parallel", ("training", "parallelism"), check_sequence_parallel),
     Rule("args-duplicate-flag", ("training", "parallelism"), check_duplicate_flags),
     Rule("memory-over-capacity", ("training", "parallelism", "resources"), check_memory),
+    Rule("distributed-optimizer-resume", ("training",), check_distributed_optimizer_resume),
 )
 
 

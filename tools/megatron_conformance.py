@@ -54,7 +54,7 @@ def _dest(flag: str) -> str:
 
 
 # Switches Megatron stores under another name, inverted.
-INVERTED = {"--disable-bias-linear": "add_bias_linear"}
+INVERTED = {"--disable-bias-linear": "add_bias_linear", "--no-rope-fusion": "apply_rope_fusion"}
 _ARGS_PROBE = None  # the parsed namespace, so that _expected can see which spelling Megatron stores
 
 

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Runs compiled launch commands for real on a GPU machine, as the AIStudio job would, then their
+# verify.sh. Used with the device machines (see docs/e2e.md); not part of CI.
+#
+#   tools/e2e_device.sh PHASE...  in order, from:
+#     first     specs/pretrain-mock.yaml (generated/pretrain-mock/launch.sh), then its verify.sh
+#     resume    tests/e2e/pretrain-mock-resume.yaml: the same run root extended to 30 iterations
+#     broken    tests/e2e/pretrain-mock-broken.yaml started with a wrong MEGATRON_COMMIT
+#     memory    the memory-model configurations of tests/e2e/mem-*.yaml (ONLY=text: those matching)
+#
+# Expects, in the working directory: .megatron/ (Megatron-LM at the pinned commit: megatron/,
+# examples/, pretrain_gpt.py, gpt_builders.py, model_provider.py; fetched, never committed),
+# generated/ (committed artifacts) and .e2e/<stem>/ (tests/e2e/*.yaml compiled with
+# `megatron-compile tests/e2e -o .e2e`). Writes its summary to $OUT (default /tmp/e2e-out).
+set -uo pipefail
+
+OUT=${OUT:-/tmp/e2e-out}
+mkdir -p "$OUT"
+summary="$OUT/e2e-$(IFS=-; echo "$*").txt"
+: >"$summary"
+say() { printf '%s\n' "$*" | tee -a "$summary"; }
+
+# What the image provides: the source at megatron.root, MEGATRON_COMMIT and PYTHONPATH set.
+rm -rf /opt/Megatron-LM
+cp -r .megatron /opt/Megatron-LM
+export MEGATRON_COMMIT=571370c829ca768fe37244f4e2e7f28d8accc4ab PYTHONPATH=/opt/Megatron-LM
+mkdir -p /mnt/megatron
+if ! command -v python >/dev/null; then
+  mkdir -p /tmp/shim
+  ln -sf "$(command -v python3)" /tmp/shim/python
+  export PATH="/tmp/shim:$PATH"
+fi
+
+say "## machine"
+say "$(nvidia-smi -L)"
+say "$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader)"
+say "$(python -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)')"
+say "torchrun: $(command -v torchrun)"
+
+# run NAME LAUNCH VERIFY [ENV=VALUE...]: the launch command, then verify.sh on its run root
+run() {
+  local name=$1 launch=$2 check=$3 start rc vrc
+  shift 3
+  start=$(date +%s)
+  env "$@" bash "$launch" >"$OUT/$name.log" 2>&1
+  rc=$?
+  say ""
+  say "## $name: bash $launch${*:+ (with $*)}"
+  say "exit status $rc after $(($(date +%s) - start)) s; last lines of train.log:"
+  tail -n 4 "$OUT/$name.log" | cut -c1-240 | tee -a "$summary"
+  say "\$ bash $check"
+  bash "$check" 2>&1 | tee -a "$summary"
+  vrc=${PIPESTATUS[0]}
+  say "verify.sh exit status $vrc"
+}
+
+memory_line() {
+  local log=$1 run_root=$2 iter=$3 peak ckpt
+  peak=$(grep -o 'max allocated: [0-9.]*' "$log" | tail -n 1 | cut -d' ' -f3)
+  ckpt=$(du -sb "$run_root/ckpt/$iter" 2>/dev/null | cut -f1)
+  say "$(basename "$log" .log): max allocated ${peak:-?} MB; checkpoint $iter ${ckpt:-?} bytes"
+  grep -m1 'Theoretical memory footprints' "$log" | tee -a "$summary"
+}
+
+for phase in "$@"; do
+  case "$phase" in
+  first)
+    rm -rf /mnt/megatron/runs/pretrain-mock-01
+    run pretrain-mock generated/pretrain-mock/launch.sh generated/pretrain-mock/verify.sh
+    memory_line "$OUT/pretrain-mock.log" /mnt/megatron/runs/pretrain-mock-01 iter_0000020
+    ;;
+  resume)
+    run pretrain-mock-resume .e2e/pretrain-mock-resume/launch.sh .e2e/pretrain-mock-resume/verify.sh
+    say "resume evidence: $(grep -o 'successfully loaded checkpoint from .* at iteration *[0-9]*' "$OUT/pretrain-mock-resume.log" | sed 's/  */ /g')"
+    say "checkpoints: $(cd /mnt/megatron/runs/pretrain-mock-01/ckpt && echo *)"
+    grep -n -B2 -A12 'Traceback\|Error' "$OUT/pretrain-mock-resume.log" | grep -v Warning | head -n 60 | tee -a "$summary"
+    ;;
+  broken)
+    rm -rf /mnt/megatron/runs/pretrain-mock-broken
+    run pretrain-mock-broken .e2e/pretrain-mock-broken/launch.sh .e2e/pretrain-mock-broken/verify.sh \
+      MEGATRON_COMMIT=0123456789abcdef0123456789abcdef01234567
+    ;;
+  memory)
+    for spec in .e2e/mem-*; do
+      if [ -n "${ONLY:-}" ] && [[ $spec != *"$ONLY"* ]]; then
+        continue
+      fi
+      name=$(basename "$spec")
+      rm -rf "/mnt/megatron/runs/$name"
+      start=$(date +%s)
+      bash "$spec/launch.sh" >"$OUT/$name.log" 2>&1
+      say "$name: exit status $? after $(($(date +%s) - start)) s"
+      memory_line "$OUT/$name.log" "/mnt/megatron/runs/$name" iter_0000004
+    done
+    ;;
+  *)
+    say "unknown phase $phase"
+    exit 2
+    ;;
+  esac
+done
