@@ -1,5 +1,8 @@
 """The job spec v1 as pydantic models: shape, types, ranges and formats only.
 
+Optional pretrain fields default to Megatron-LM's own defaults, and the compiler passes a flag only
+for a field the spec sets, so an imported script round-trips to the same flags.
+
 Field names are the public interface (the spec's YAML keys). Cross-field rules live in rules.py,
 derived values in plan.py. Every string type rejects control characters: nothing a spec says may
 break a line in a generated artifact.
@@ -204,7 +207,7 @@ class Data(_Section):
 
     mock: bool = False
     paths: list[AbsolutePath] = Field(default_factory=list)  # type: ignore[valid-type]
-    split: Split = "949,50,1"  # type: ignore[valid-type]
+    split: Split | None = None  # type: ignore[valid-type]
     tokenizer: Tokenizer
 
 
@@ -227,14 +230,14 @@ class Recompute(_Section):
 
 
 class Logging(_Section):
-    interval: int = Field(default=10, ge=1)
-    tensorboard: bool = True  # --tensorboard-dir $RUN_ROOT/tensorboard
-    throughput: bool = True
+    interval: int = Field(default=100, ge=1)
+    tensorboard: bool = False  # --tensorboard-dir $RUN_ROOT/tensorboard
+    throughput: bool = False
 
 
 class Evaluation(_Section):
-    interval: int = Field(default=1000, ge=1)
-    iters: int = Field(default=0, ge=0)
+    interval: int | None = Field(default=None, ge=1)
+    iters: int = Field(default=100, ge=0)
 
 
 class Training(_Section):

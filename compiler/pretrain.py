@@ -21,6 +21,9 @@ PRETRAIN_SECTIONS = ("model", "batch", "train_iters", "optimizer", "data", "chec
 REQUIRED_SECTIONS = ("model", "batch", "train_iters", "optimizer", "data", "checkpoint")
 # Vocabulary sizes Megatron's tokenizers report before padding, where the type alone fixes it.
 KNOWN_VOCAB = {"GPT2BPETokenizer": 50257}
+# What fused_kernels: false passes besides --no-persist-layer-norm (kernels that need Apex or TE).
+UNFUSED_FLAGS = ("--no-gradient-accumulation-fusion", "--no-masked-softmax-fusion", "--no-bias-gelu-fusion",
+                 "--no-bias-dropout-fusion")
 
 
 def is_pretrain(script: str) -> bool:
@@ -87,25 +90,36 @@ def _num(value: float) -> str:
     return repr(float(value))
 
 
+def _given(section: Any, *names: str) -> bool:
+    """True when the spec wrote any of these fields (after extends and --set), not just defaulted."""
+    return section is not None and any(name in section.model_fields_set for name in names)
+
+
 def flags(spec: Any) -> list[Flag]:
-    """Every flag the typed sections set, in a fixed, reviewable order."""
+    """Every flag the typed sections set, in a fixed, reviewable order. An optional field becomes a
+    flag only when the spec sets it; its default is Megatron's own, so leaving it out is the same."""
     t, par = spec.training, spec.parallelism
     m = t.model
-    out: list[Flag] = [
-        Flag("--tensor-model-parallel-size", (str(par.tensor),)),
-        Flag("--pipeline-model-parallel-size", (str(par.pipeline),)),
-        Flag("--context-parallel-size", (str(par.context),)),
-    ]
-    if par.expert > 1:
-        out.append(Flag("--expert-model-parallel-size", (str(par.expert),)))
+    out: list[Flag] = []
+
+    def opt(section: Any, field: str, flag: str, value: str | None = None) -> None:
+        if _given(section, field):
+            out.append(Flag(flag, (value if value is not None else str(getattr(section, field)),)))
+
+    def switch(section: Any, field: str, flag: str) -> None:
+        if getattr(section, field):
+            out.append(Flag(flag))
+
+    for size, flag in ((par.tensor, "--tensor-model-parallel-size"), (par.pipeline, "--pipeline-model-parallel-size"),
+                       (par.context, "--context-parallel-size"), (par.expert, "--expert-model-parallel-size")):
+        if size != 1:
+            out.append(Flag(flag, (str(size),)))
     if par.expert_tensor is not None:
         out.append(Flag("--expert-tensor-parallel-size", (str(par.expert_tensor),)))
     if t.virtual_pipeline is not None:
         out.append(Flag("--num-layers-per-virtual-pipeline-stage", (str(t.virtual_pipeline),)))
-    if t.sequence_parallel:
-        out.append(Flag("--sequence-parallel"))
-    if t.distributed_optimizer:
-        out.append(Flag("--use-distributed-optimizer"))
+    switch(t, "sequence_parallel", "--sequence-parallel")
+    switch(t, "distributed_optimizer", "--use-distributed-optimizer")
     out += [
         Flag("--num-layers", (str(m.num_layers),)),
         Flag("--hidden-size", (str(m.hidden_size),)),
@@ -121,29 +135,23 @@ def flags(spec: Any) -> list[Flag]:
     ]
     if m.vocab_size is not None:
         out.append(Flag("--vocab-size", (str(m.vocab_size),)))
-    if m.make_vocab_size_divisible_by != 128:
-        out.append(Flag("--make-vocab-size-divisible-by", (str(m.make_vocab_size_divisible_by),)))
-    if m.swiglu:
-        out.append(Flag("--swiglu"))
-    if m.normalization != "LayerNorm":
-        out.append(Flag("--normalization", (m.normalization,)))
-    if m.position_embedding != "learned_absolute":
-        out.append(Flag("--position-embedding-type", (m.position_embedding,)))
-    if m.untie_embeddings:
-        out.append(Flag("--untie-embeddings-and-output-weights"))
-    if m.disable_bias_linear:
-        out.append(Flag("--disable-bias-linear"))
+    opt(m, "make_vocab_size_divisible_by", "--make-vocab-size-divisible-by")
+    switch(m, "swiglu", "--swiglu")
+    opt(m, "normalization", "--normalization")
+    opt(m, "position_embedding", "--position-embedding-type")
+    switch(m, "untie_embeddings", "--untie-embeddings-and-output-weights")
+    switch(m, "disable_bias_linear", "--disable-bias-linear")
     if m.num_experts is not None:
-        out += [Flag("--num-experts", (str(m.num_experts),)), Flag("--moe-router-topk", (str(m.moe_router_topk),))]
+        out.append(Flag("--num-experts", (str(m.num_experts),)))
+        opt(m, "moe_router_topk", "--moe-router-topk")
         if m.moe_ffn_hidden_size is not None:
             out.append(Flag("--moe-ffn-hidden-size", (str(m.moe_ffn_hidden_size),)))
-    out.append(Flag("--transformer-impl", (m.transformer_impl,)))
+    opt(m, "transformer_impl", "--transformer-impl")
     if m.transformer_impl == "local" or not t.fused_kernels:
         # Megatron asserts persist_layer_norm is off with torch's LayerNorm (no Apex, no TE)
         out.append(Flag("--no-persist-layer-norm"))
     if not t.fused_kernels:
-        out += [Flag("--no-gradient-accumulation-fusion"), Flag("--no-masked-softmax-fusion"),
-                Flag("--no-bias-gelu-fusion"), Flag("--no-bias-dropout-fusion")]
+        out += [Flag(f) for f in UNFUSED_FLAGS]
         if m.swiglu:
             out.append(Flag("--no-bias-swiglu-fusion"))
         if m.position_embedding == "rope":
@@ -160,25 +168,26 @@ def flags(spec: Any) -> list[Flag]:
         Flag("--global-batch-size", (str(t.batch.global_),)),
         Flag("--train-iters", (str(t.train_iters),)),
         Flag("--lr", (_num(t.optimizer.lr),)),
-        Flag("--min-lr", (_num(t.optimizer.min_lr),)),
-        Flag("--lr-decay-style", (t.optimizer.decay_style,)),
-        Flag("--lr-warmup-iters", (str(t.optimizer.warmup_iters),)),
     ]
-    if t.optimizer.decay_iters is not None:
-        out.append(Flag("--lr-decay-iters", (str(t.optimizer.decay_iters),)))
-    out += [
-        Flag("--weight-decay", (_num(t.optimizer.weight_decay),)),
-        Flag("--clip-grad", (_num(t.optimizer.clip_grad),)),
-        Flag("--adam-beta1", (_num(t.optimizer.adam_beta1),)),
-        Flag("--adam-beta2", (_num(t.optimizer.adam_beta2),)),
-    ]
+    o = t.optimizer
+    opt(o, "min_lr", "--min-lr", _num(o.min_lr))
+    opt(o, "decay_style", "--lr-decay-style")
+    opt(o, "warmup_iters", "--lr-warmup-iters")
+    if o.decay_iters is not None:
+        out.append(Flag("--lr-decay-iters", (str(o.decay_iters),)))
+    opt(o, "weight_decay", "--weight-decay", _num(o.weight_decay))
+    opt(o, "clip_grad", "--clip-grad", _num(o.clip_grad))
+    opt(o, "adam_beta1", "--adam-beta1", _num(o.adam_beta1))
+    opt(o, "adam_beta2", "--adam-beta2", _num(o.adam_beta2))
     if t.precision != "fp32":
         out.append(Flag(f"--{t.precision}"))
     data = t.data
     if data.mock:
         out.append(Flag("--mock-data"))
     else:
-        out += [Flag("--data-path", tuple(data.paths)), Flag("--split", (data.split,))]
+        out.append(Flag("--data-path", tuple(data.paths)))
+    if data.split is not None:
+        out.append(Flag("--split", (data.split,)))
     out.append(Flag("--tokenizer-type", (data.tokenizer.type,)))
     if data.tokenizer.vocab_file is not None:
         out.append(Flag("--vocab-file", (data.tokenizer.vocab_file,)))
@@ -190,29 +199,41 @@ def flags(spec: Any) -> list[Flag]:
     out += [
         Flag("--save", ("ckpt",), run_root_relative=True),
         Flag("--save-interval", (str(ckpt.save_interval),)),
-        Flag("--ckpt-format", (ckpt.format,)),
     ]
+    opt(ckpt, "format", "--ckpt-format")
     if ckpt.resume:
         out.append(Flag("--load", ("ckpt",), run_root_relative=True))
         if ckpt.scheduler == "spec":
             out.append(Flag("--override-opt_param-scheduler"))
         elif ckpt.scheduler == "checkpoint":
             out.append(Flag("--use-checkpoint-opt_param-scheduler"))
-    out += [
-        Flag("--log-interval", (str(t.logging.interval),)),
-        Flag("--eval-interval", (str(t.eval.interval),)),
-        Flag("--eval-iters", (str(t.eval.iters),)),
-    ]
-    if t.logging.throughput:
-        out.append(Flag("--log-throughput"))
+    opt(t.logging, "interval", "--log-interval")
+    opt(t.eval, "interval", "--eval-interval")
+    opt(t.eval, "iters", "--eval-iters")
+    switch(t.logging, "throughput", "--log-throughput")
     if t.logging.tensorboard:
         out.append(Flag("--tensorboard-dir", ("tensorboard",), run_root_relative=True))
     return out
 
 
+# Flags the typed sections own whether or not this spec sets them: raw args must not repeat them.
+OWNED_FLAGS = frozenset({
+    "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
+    "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--num-layers-per-virtual-pipeline-stage",
+    "--sequence-parallel", "--use-distributed-optimizer", "--num-layers", "--hidden-size", "--num-attention-heads",
+    "--ffn-hidden-size", "--group-query-attention", "--num-query-groups", "--seq-length",
+    "--max-position-embeddings", "--vocab-size", "--make-vocab-size-divisible-by", "--swiglu", "--normalization",
+    "--position-embedding-type", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
+    "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size", "--transformer-impl", "--recompute-granularity",
+    "--recompute-method", "--recompute-num-layers", "--micro-batch-size", "--global-batch-size", "--train-iters",
+    "--lr", "--min-lr", "--lr-decay-style", "--lr-warmup-iters", "--lr-decay-iters", "--weight-decay",
+    "--clip-grad", "--adam-beta1", "--adam-beta2", "--bf16", "--fp16", "--mock-data", "--data-path", "--split",
+    "--tokenizer-type", "--vocab-file", "--merge-file", "--tokenizer-model", "--save", "--load",
+    "--save-interval", "--ckpt-format", "--override-opt_param-scheduler", "--use-checkpoint-opt_param-scheduler",
+    "--log-interval", "--eval-interval", "--eval-iters", "--log-throughput", "--tensorboard-dir",
+})
+
+
 def flag_names(spec: Any) -> set[str]:
-    """The names of every flag the typed sections set (for the duplicate-flag rule)."""
-    names = {f.name for f in flags(spec)}
-    # a precision flag is owned by the spec even when fp32 sets none
-    names |= {"--bf16", "--fp16"}
-    return names
+    """The flags raw args may not repeat: every flag a typed field owns, and those this spec sets."""
+    return set(OWNED_FLAGS) | {f.name for f in flags(spec)}
