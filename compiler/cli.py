@@ -33,6 +33,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="write nothing; exit 1 with a diff when the artifacts on disk are not what the specs give")
     parser.add_argument("--explain", action="store_true",
                         help="validate and print what each spec resolves to (world size, parallel groups, paths); write nothing")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                        help="override a spec value, e.g. --set parallelism.tensor=4 (typed like the spec)")
+    parser.add_argument("--print", action="store_true", dest="print_spec",
+                        help="print each fully resolved spec (extends and --set applied, defaults filled) as YAML")
     parser.add_argument("--force", action="store_true", help="overwrite output files that megatron-compile did not generate")
     parser.add_argument("--format", choices=("text", "json", "github"), default="text",
                         help="how diagnostics are printed (json also applies to --explain)")
@@ -52,30 +56,36 @@ def display_path(path: str) -> str:
         return "/".join(absolute.parts[-2:])
 
 
-def find_specs(arguments: list[str]) -> tuple[list[str], list[str]]:
-    """Expand files, directories (their *.yaml/*.yml, sorted) and globs; returns (specs, not found)."""
+def _specs_in(directory: str) -> list[str]:
+    return sorted(str(p) for p in Path(directory).iterdir() if p.suffix in SPEC_SUFFIXES and p.is_file())
+
+
+def find_specs(arguments: list[str]) -> tuple[list[str], list[str], set[str]]:
+    """Expand files, directories (their *.yaml/*.yml, sorted) and globs.
+
+    Returns (specs, arguments that matched nothing, specs named explicitly). A spec found through a
+    directory or glob that another spec extends is a base, not a job; one named explicitly is a job."""
     found: list[str] = []
     missing: list[str] = []
+    explicit: set[str] = set()
     for arg in arguments:
         if any(ch in arg for ch in "*?[") and not os.path.exists(arg):
             matches = sorted(glob.glob(arg))
             if not matches:
                 missing.append(arg)
-            found.extend(m for m in matches if m.endswith(SPEC_SUFFIXES) or os.path.isdir(m))
+            for match in matches:
+                if os.path.isdir(match):
+                    found.extend(_specs_in(match))
+                elif match.endswith(SPEC_SUFFIXES):
+                    found.append(match)
         elif os.path.isdir(arg):
-            found.extend(sorted(str(p) for p in Path(arg).iterdir() if p.suffix in SPEC_SUFFIXES and p.is_file()))
+            found.extend(_specs_in(arg))
         elif os.path.exists(arg):
             found.append(arg)
+            explicit.add(arg)
         else:
             missing.append(arg)
-    expanded: list[str] = []
-    for item in found:
-        if os.path.isdir(item):
-            expanded.extend(sorted(str(p) for p in Path(item).iterdir() if p.suffix in SPEC_SUFFIXES and p.is_file()))
-        else:
-            expanded.append(item)
-    unique = list(dict.fromkeys(expanded))
-    return unique, missing
+    return list(dict.fromkeys(found)), missing, explicit
 
 
 def _print_diagnostics(diags: list, fmt: str, out: TextIO) -> None:
@@ -137,15 +147,20 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
 
 
 def _compile(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .compose import Override
     from .diagnostics import Severity, make_error, sort_diagnostics, summary_line
     from .emit import check_outputs, write_outputs
     from .pipeline import compile_spec
 
-    specs, missing = find_specs(args.specs)
+    specs, missing, explicit = find_specs(args.specs)
     diagnostics = [make_error("file-unreadable", "no such spec file, directory or glob match", file=m) for m in missing]
     if not specs and not missing:
         diagnostics.append(make_error("no-specs", "no *.yaml or *.yml spec found", file=" ".join(args.specs)))
-    results = [compile_spec(path, display_path(path)) for path in specs]
+    overrides = tuple(Override(raw) for raw in args.overrides)
+    results = [compile_spec(path, display_path(path), overrides=overrides) for path in specs]
+    bases = {base for result in results for base in result.bases}
+    kept = [(r, p) for r, p in zip(results, specs) if p in explicit or os.path.realpath(p) not in bases]
+    results, specs = [r for r, _ in kept], [p for _, p in kept]
     out_root = Path(args.out_dir)
     owners: dict[str, str] = {}
     for result, path in zip(results, specs):
@@ -158,18 +173,26 @@ def _compile(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         owners.setdefault(stem, result.spec_file)
 
     failed = False
+    summaries = []
     for result in results:
         diags = result.diagnostics
         if args.werror:
             diags = [d if d.severity is not Severity.WARNING else
                      type(d)(**{**d.__dict__, "severity": Severity.ERROR}) for d in diags]
         diagnostics.extend(diags)
+        summaries.append(summary_line(diags, result.spec_file))
         if any(d.is_error for d in diags):
             failed = True
 
     check_failed = False
     explained = []
-    if not any(d.is_error for d in diagnostics):
+    if args.print_spec and not any(d.is_error for d in diagnostics):
+        from .resolved import resolved_yaml
+
+        for result in results:
+            if result.ok:
+                out.write(resolved_yaml(result.spec, result.spec_file))
+    elif not any(d.is_error for d in diagnostics):
         for result, path in zip(results, specs):
             if not result.ok:
                 continue
@@ -203,8 +226,7 @@ def _compile(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if diagnostics or not explained:  # --explain --format json keeps stdout one JSON document
         _print_diagnostics(diagnostics, args.format, err if explained else out)
     if args.format == "text":
-        for result in results:
-            line = summary_line([d for d in diagnostics if d.file == result.spec_file], result.spec_file)
+        for line in summaries:
             if line:
                 err.write(line + "\n")
     if explained:

@@ -58,6 +58,10 @@ CODES: dict[str, str] = {
     "yaml-tag": "an explicit YAML tag a spec does not use",
     "yaml-merge-key": "a YAML merge key (<<)",
     "yaml-implicit-type": "a plain YAML scalar was read as a non-string where a string is expected",
+    # composition
+    "extends-missing": "a base spec named in extends does not exist",
+    "extends-cycle": "specs extend each other in a cycle",
+    "set-value": "a --set override that is malformed",
     # schema
     "unknown-key": "a key the schema does not define",
     "missing-key": "a required key is absent",
@@ -108,7 +112,7 @@ CODES: dict[str, str] = {
 }
 
 # Codes about files on disk rather than a spec's content; tests/bad_specs/ covers all the others.
-OUTPUT_CODES = frozenset({"file-unreadable", "not-generated-file", "write-failed", "output-conflict", "no-specs"})
+OUTPUT_CODES = frozenset({"set-value", "file-unreadable", "not-generated-file", "write-failed", "output-conflict", "no-specs"})
 
 
 def dotted(path: Iterable[str | int]) -> str:

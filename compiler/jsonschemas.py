@@ -16,8 +16,49 @@ def _with_draft(schema: dict) -> dict:
 
 
 def spec_schema() -> dict:
-    """The job spec's schema, as editors (yaml-language-server) and jsonschema read it."""
-    return _with_draft(JobSpec.model_json_schema(mode="validation"))
+    """The job spec's schema, as editors (yaml-language-server) and jsonschema read it.
+
+    A spec may `extends` base specs (composed before the models see it), so the top-level keys are
+    required only in a spec that extends nothing; a base spec is a partial spec."""
+    schema = JobSpec.model_json_schema(mode="validation")
+    schema["properties"] = {
+        "extends": {
+            "description": "base specs (paths relative to this one) deep-merged under it; later wins, lists replaced",
+            "anyOf": [{"type": "string", "minLength": 1},
+                      {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1}],
+        },
+        **schema["properties"],
+    }
+    # A spec that extends others, or a base spec (one without a name), is checked as a partial spec:
+    # the same keys and types with nothing required; a complete spec is checked in full.
+    defs = schema.pop("$defs")
+    body_keys = ("type", "properties", "required", "additionalProperties", "description")
+    full = {k: schema.pop(k) for k in body_keys if k in schema}
+    defs.update({f"Partial{name}": _without_required(definition) for name, definition in list(defs.items())})
+    defs["JobSpec"] = full
+    defs["PartialJobSpec"] = _without_required(full)
+    schema["$defs"] = defs
+    schema["if"] = {"anyOf": [{"required": ["extends"]}, {"not": {"required": ["name"]}}]}
+    schema["then"] = {"$ref": "#/$defs/PartialJobSpec"}
+    schema["else"] = {"$ref": "#/$defs/JobSpec"}
+    return _with_draft(schema)
+
+
+def _without_required(node: object) -> object:
+    """A copy of a schema with every `required` removed and $refs pointed at the Partial* defs."""
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            if key == "required":
+                continue
+            if key == "$ref" and isinstance(value, str) and value.startswith("#/$defs/"):
+                out[key] = "#/$defs/Partial" + value[len("#/$defs/"):]
+            else:
+                out[key] = _without_required(value)
+        return out
+    if isinstance(node, list):
+        return [_without_required(item) for item in node]
+    return node
 
 
 def job_schema() -> dict:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .compose import Override, compose
 from .diagnostics import Diagnostic
 from .models import JobSpec
 from .plan import Plan, build_plan
 from .render import render
-from .source import load_file
 from .validate import validate
 
 
@@ -19,21 +19,26 @@ class CompileResult:
     spec: JobSpec | None = None
     plan: Plan | None = None
     files: dict[str, str] = field(default_factory=dict)  # artifact name -> text; empty on errors
+    bases: tuple[str, ...] = ()  # real paths of the base specs it extends
 
     @property
     def ok(self) -> bool:
         return self.plan is not None
 
 
-def compile_spec(path: str, display: str, *, render_files: bool = True) -> CompileResult:
-    """Compile one spec file; plan and render run only when validation found no errors."""
-    doc, diags = load_file(path, display)
-    if doc is None:
-        return CompileResult(display, diags)
-    spec, more = validate(doc)
+def compile_spec(path: str, display: str, *, overrides: tuple[Override, ...] = (),
+                 render_files: bool = True) -> CompileResult:
+    """Compile one spec file (with its bases and --set overrides); plan and render run only when
+    validation found no errors."""
+    composed = compose(path, display, overrides)
+    bases = tuple(composed.bases)
+    diags = composed.diagnostics
+    if composed.doc is None:
+        return CompileResult(display, diags, bases=bases)
+    spec, more = validate(composed.doc)
     diags = diags + more
     if spec is None:
-        return CompileResult(display, diags)
+        return CompileResult(display, diags, bases=bases)
     plan = build_plan(spec, display)
     files = render(plan) if render_files else {}
-    return CompileResult(display, diags, spec, plan, files)
+    return CompileResult(display, diags, spec, plan, files, bases)

@@ -29,6 +29,16 @@ def compile_text(text: str, name: str = "specs/test.yaml", tmp: Path | None = No
     return compile_spec(str(path), name)
 
 
+def resolved_text(stem: str) -> str:
+    """specs/<stem>.yaml with its bases merged: a complete spec that stands alone in any directory.
+    Its first lines are two header comments, so line N of the spec is line N + 2 here."""
+    from compiler.resolved import resolved_yaml
+
+    result = compile_spec(str(SPECS / f"{stem}.yaml"), f"specs/{stem}.yaml")
+    assert result.ok, result.diagnostics
+    return resolved_yaml(result.spec, f"specs/{stem}.yaml")
+
+
 def diagnostics_for(text: str, name: str = "specs/test.yaml"):
     """Load and validate spec text; returns the diagnostics."""
     doc, diags = load_text(name, text)

@@ -217,9 +217,23 @@ def test_job_json_validates_against_its_schema(job):
 
 @pytest.mark.parametrize("spec", sorted(SPECS.glob("*.yaml")), ids=lambda p: p.name)
 def test_specs_validate_against_the_spec_schema(spec):
+    """Each file as an editor sees it (partial when it extends or is a base), and resolved in full."""
+    from compiler.compose import compose
+
     schema = json.loads((REPO / "schemas" / "megatron-job.schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
-    jsonschema.Draft202012Validator(schema).validate(yaml.safe_load(spec.read_text()))
+    validator = jsonschema.Draft202012Validator(schema)
+    validator.validate(yaml.safe_load(spec.read_text()))
+    if spec.name != "base.yaml":
+        resolved = compose(str(spec), spec.name).doc.data
+        assert "extends" not in resolved
+        validator.validate(resolved)
+
+
+def test_the_schema_still_requires_everything_of_a_complete_spec():
+    schema = json.loads((REPO / "schemas" / "megatron-job.schema.json").read_text())
+    errors = [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors({"version": 1, "name": "x"})]
+    assert "'image' is a required property" in errors
 
 
 def test_specs_point_editors_at_the_schema():

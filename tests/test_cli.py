@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from compiler.cli import main
-from helpers import REPO
+from helpers import REPO, resolved_text
 
 BAD = REPO / "tests" / "bad_specs"
 
@@ -28,14 +28,13 @@ def test_compiles_into_out_dir(tmp_path, in_repo):
 
 def test_errors_exit_1_with_summary_and_write_nothing(tmp_path, in_repo):
     spec = tmp_path / "tp3.yaml"
-    spec.write_text((REPO / "specs" / "tp2.yaml").read_text().replace("  tensor: 2", "  tensor: 3")
-                    .replace("  registry: cr", "  regsitry: cr"))
+    spec.write_text(resolved_text("tp2").replace("  tensor: 2", "  tensor: 3").replace("  registry: cr", "  regsitry: cr"))
     code, out, err = run(str(spec), "-o", str(tmp_path / "out"))
     assert code == 1
     shown = f"{tmp_path.name}/tp3.yaml"  # outside the working directory: its last two components
     assert out.splitlines() == [
-        f"{shown}:11:3: error: unknown key 'regsitry' in image; did you mean 'registry'?  [unknown-key]",
-        f"{shown}:30:11: error: parallelism.tensor (3) must divide the world size "
+        f"{shown}:9:3: error: unknown key 'regsitry' in image; did you mean 'registry'?  [unknown-key]",
+        f"{shown}:28:11: error: parallelism.tensor (3) must divide the world size "
         "(workers 1 × gpus_per_worker 2 = 2)  [parallel-divisibility]",
         "  hint: with 2 GPUs, tensor × pipeline × context must be 1 or 2",
     ]

@@ -11,7 +11,20 @@ from compiler.cli import main
 from compiler.pipeline import compile_spec
 from helpers import REPO, run_launch
 
-VALID = [p.read_text() for p in sorted((REPO / "specs").glob("*.yaml"))]
+def _resolved_specs():
+    from compiler.pipeline import compile_spec
+    from compiler.resolved import resolved_yaml
+
+    out = []
+    for path in sorted((REPO / "specs").glob("*.yaml")):
+        result = compile_spec(str(path), path.name)
+        if result.ok:
+            out.append(resolved_yaml(result.spec, path.name))
+    return out
+
+
+# Complete specs (bases merged), so that a mutant stands on its own in a temporary directory.
+VALID = _resolved_specs()
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                              HealthCheck.function_scoped_fixture])
 

@@ -13,7 +13,7 @@ from compiler.render import (
     QUOTING_FILTERS, Safe, TemplateSafetyError, _finalize, docker_str, environment, sh, sh_command, sh_word,
     templates_dir,
 )
-from helpers import REPO, compile_text
+from helpers import REPO, compile_text, resolved_text
 
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs"), blacklist_characters="\u2028\u2029"),
                max_size=40)
@@ -100,7 +100,7 @@ def test_templates_are_logic_free():
 
 
 def test_spec_values_with_quotes_render_safely(tmp_path):
-    text = (REPO / "specs" / "tp2.yaml").read_text()
+    text = resolved_text("tp2")
     text = text.replace("  script: examples/run_simple_mcore_train_loop.py", "  script: /mnt/megatron/code/my train.py")
     text = text.replace("  args: []", "  args: [\"--name=it's\", '$(id)']")
     text = text.replace("  env: {}", "  env:\n    NOTE: 'say \"hi\"; `id`'")
