@@ -24,7 +24,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="megatron-compile",
         description="Compile Megatron training job specs into a Dockerfile, build scripts, an AIStudio job "
         "and its launch command.",
-        epilog="Subcommands: `megatron-compile schema [--check]` writes or checks schemas/*.json.",
+        epilog="Subcommands: `megatron-compile init NAME …` writes a new spec; `megatron-compile import SCRIPT "
+        "-o SPEC` turns a launch script into one; `megatron-compile schema [--check]` writes or checks "
+        "schemas/*.json. Each takes --help.",
     )
     parser.add_argument("specs", nargs="+", metavar="SPEC", help="spec files, directories of specs, or globs")
     parser.add_argument("-o", "--out-dir", default="generated", metavar="DIR",
@@ -128,6 +130,126 @@ def run_schema(argv: list[str], out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+def _check_written(path: Path, fmt: str, out: TextIO, err: TextIO) -> int:
+    """Compile a spec just written (in memory) and print its diagnostics; the exit code."""
+    from .diagnostics import sort_diagnostics, summary_line
+    from .pipeline import compile_spec
+
+    result = compile_spec(str(path), display_path(str(path)), render_files=False)
+    diags = sort_diagnostics(result.diagnostics)
+    _print_diagnostics(diags, fmt, out)
+    line = summary_line(diags, result.spec_file)
+    if line:
+        err.write(line + "\n")
+    return EXIT_OK if result.ok else EXIT_FAIL
+
+
+def run_import(argv: list[str], out: TextIO, err: TextIO) -> int:
+    """`megatron-compile import SCRIPT -o specs/NAME.yaml [--extends BASE] [-- SCRIPT-ARGS…]`."""
+    parser = argparse.ArgumentParser(
+        prog="megatron-compile import",
+        description="Turn an existing Megatron-LM launch script into a spec: bash runs the script against "
+        "recording stubs, recognised flags become typed fields, the rest goes to training.args, and what is "
+        "not mapped one to one is reported and written as comments.")
+    parser.add_argument("script")
+    parser.add_argument("-o", "--output", required=True, metavar="SPEC", help="the spec file to write")
+    parser.add_argument("--name", help="the run name (default: the output file's stem)")
+    parser.add_argument("--extends", metavar="BASE",
+                        help="extend this base spec (default: base.yaml beside the output, when it exists)")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment variable the script reads (repeatable)")
+    parser.add_argument("--force", action="store_true", help="overwrite the output file")
+    parser.epilog = "Positional parameters for the script follow `--`: import run.sh -o specs/x.yaml -- /ckpt /data"
+    script_args: list[str] = []
+    if "--" in argv:
+        argv, script_args = argv[: argv.index("--")], argv[argv.index("--") + 1:]
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    import re
+
+    from .importer import ImportFailed, import_script, render_spec
+
+    target = Path(args.output)
+    if target.exists() and not args.force:
+        err.write(f"{target} exists: not overwriting it (--force replaces it)\n")
+        return EXIT_FAIL
+    name = args.name or re.sub(r"[^a-z0-9-]+", "-", target.stem.lower()).strip("-")[:63] or "imported"
+    env = dict(item.split("=", 1) for item in args.env if "=" in item)
+    try:
+        result = import_script(Path(args.script), name, script_args, env)
+    except (ImportFailed, OSError) as exc:
+        err.write(f"{args.script}: cannot import: {exc}\n")
+        return EXIT_FAIL
+    extends = args.extends
+    if extends is None and (target.parent / "base.yaml").is_file() and target.name != "base.yaml":
+        extends = "base.yaml"
+    elif extends is not None:
+        extends = os.path.relpath(os.path.abspath(extends), os.path.abspath(target.parent or "."))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(render_spec(result, display_path(args.script), extends), encoding="utf-8")
+    err.write(f"wrote {target}\n")
+    for line in result.report:
+        err.write(f"  not mapped one to one: {line}\n")
+    return _check_written(target, "text", out, err)
+
+
+def run_init(argv: list[str], out: TextIO, err: TextIO) -> int:
+    """`megatron-compile init NAME [--workers N --gpus-per-worker G --tp T --pp P --cp C] [-o FILE]`."""
+    parser = argparse.ArgumentParser(prog="megatron-compile init",
+                                     description="Write a commented spec that compiles as written.")
+    parser.add_argument("name", help="the run name: lowercase letters, digits and '-'")
+    parser.add_argument("-o", "--output", help="the spec file (default: specs/NAME.yaml)")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--gpus-per-worker", type=int, default=8)
+    parser.add_argument("--tp", type=int, default=1, help="tensor parallel")
+    parser.add_argument("--pp", type=int, default=1, help="pipeline parallel")
+    parser.add_argument("--cp", type=int, default=1, help="context parallel")
+    parser.add_argument("--extends", metavar="BASE", help="extend a base spec instead of writing image/megatron/storage")
+    parser.add_argument("--force", action="store_true", help="overwrite the output file")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    from .scaffold import scaffold
+
+    target = Path(args.output or f"specs/{args.name}.yaml")
+    if target.exists() and not args.force:
+        err.write(f"{target} exists: not overwriting it (--force replaces it)\n")
+        return EXIT_FAIL
+    extends = None
+    if args.extends:
+        extends = os.path.relpath(os.path.abspath(args.extends), os.path.abspath(target.parent or "."))
+    text = scaffold(args.name, workers=args.workers, gpus_per_worker=args.gpus_per_worker, tensor=args.tp,
+                    pipeline=args.pp, context=args.cp, extends=extends)
+    # Refuse an impossible layout with the compiler's own diagnostics, before anything is written.
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = Path(tmp) / target.name
+        probe.write_text(text, encoding="utf-8")
+        if extends is not None:
+            probe = target.parent / f".{target.name}.init-probe"
+            probe.write_text(text, encoding="utf-8")
+        try:
+            from .diagnostics import sort_diagnostics
+            from .pipeline import compile_spec
+
+            result = compile_spec(str(probe), display_path(str(target)), render_files=False)
+        finally:
+            if extends is not None:
+                probe.unlink()
+    if not result.ok or result.diagnostics:
+        _print_diagnostics(sort_diagnostics(result.diagnostics), "text", out)
+        err.write(f"{target}: not written; the layout above cannot run\n")
+        return EXIT_FAIL
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    err.write(f"wrote {target}: world size {result.plan.world_size}, data parallel {result.plan.parallel.data}\n")
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -135,6 +257,10 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     err = err or sys.stderr
     if argv and argv[0] == "schema":
         return run_schema(argv[1:], out, err)
+    if argv and argv[0] == "import":
+        return run_import(argv[1:], out, err)
+    if argv and argv[0] == "init":
+        return run_init(argv[1:], out, err)
     try:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse exits 0 for --help/--version and 2 for usage errors

@@ -196,7 +196,7 @@ class Tokenizer(_Section):
     type: Literal[
         "NullTokenizer", "GPT2BPETokenizer", "HuggingFaceTokenizer", "SentencePieceTokenizer",
         "GPTSentencePieceTokenizer", "Llama2Tokenizer", "TikTokenizer",
-    ]
+    ] = "GPT2BPETokenizer"  # Megatron's default
     vocab_file: AbsolutePath | None = None  # type: ignore[valid-type]
     merge_file: AbsolutePath | None = None  # type: ignore[valid-type]
     model: NonEmptyText | None = None  # a path or a Hugging Face directory (--tokenizer-model)
@@ -207,8 +207,9 @@ class Data(_Section):
 
     mock: bool = False
     paths: list[AbsolutePath] = Field(default_factory=list)  # type: ignore[valid-type]
+    weights: list[float] | None = None  # a blend: one weight per path (--data-path w1 p1 w2 p2 …)
     split: Split | None = None  # type: ignore[valid-type]
-    tokenizer: Tokenizer
+    tokenizer: Tokenizer = Field(default_factory=Tokenizer)
 
 
 class Checkpoint(_Section):

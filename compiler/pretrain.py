@@ -110,10 +110,10 @@ def flags(spec: Any) -> list[Flag]:
         if getattr(section, field):
             out.append(Flag(flag))
 
-    for size, flag in ((par.tensor, "--tensor-model-parallel-size"), (par.pipeline, "--pipeline-model-parallel-size"),
-                       (par.context, "--context-parallel-size"), (par.expert, "--expert-model-parallel-size")):
-        if size != 1:
-            out.append(Flag(flag, (str(size),)))
+    for field, flag in (("tensor", "--tensor-model-parallel-size"), ("pipeline", "--pipeline-model-parallel-size"),
+                        ("context", "--context-parallel-size"), ("expert", "--expert-model-parallel-size")):
+        if getattr(par, field) != 1 or _given(par, field):
+            out.append(Flag(flag, (str(getattr(par, field)),)))
     if par.expert_tensor is not None:
         out.append(Flag("--expert-tensor-parallel-size", (str(par.expert_tensor),)))
     if t.virtual_pipeline is not None:
@@ -184,11 +184,13 @@ def flags(spec: Any) -> list[Flag]:
     data = t.data
     if data.mock:
         out.append(Flag("--mock-data"))
+    elif data.weights is not None:
+        out.append(Flag("--data-path", tuple(v for w, p in zip(data.weights, data.paths) for v in (_num(w), p))))
     else:
         out.append(Flag("--data-path", tuple(data.paths)))
     if data.split is not None:
         out.append(Flag("--split", (data.split,)))
-    out.append(Flag("--tokenizer-type", (data.tokenizer.type,)))
+    opt(data.tokenizer, "type", "--tokenizer-type")
     if data.tokenizer.vocab_file is not None:
         out.append(Flag("--vocab-file", (data.tokenizer.vocab_file,)))
     if data.tokenizer.merge_file is not None:

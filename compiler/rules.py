@@ -433,6 +433,11 @@ def check_megatron_data(ctx: RuleContext) -> Iterator[Diagnostic]:
             "megatron-data-source", "training.data needs paths (preprocessed .bin/.idx prefixes) or mock: true",
             ("training", "data"),
         )
+    if data.weights is not None and len(data.weights) != len(data.paths):
+        yield ctx.locate(
+            "megatron-data-source", f"training.data.weights has {len(data.weights)} weights for {len(data.paths)} "
+            "paths; a blend takes one weight per path", ("training", "data", "weights"),
+        )
     if data.mock:
         if data.tokenizer.type != "NullTokenizer":
             yield ctx.locate(
