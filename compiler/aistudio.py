@@ -17,7 +17,7 @@ JOB_DOCUMENT_VERSION = 1
 
 
 class GeneratedBy(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     tool: Literal["megatron-compile"] = "megatron-compile"
     version: str
@@ -30,7 +30,7 @@ class GeneratedBy(BaseModel):
 
 
 class SharedStorage(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     mount_path: str = Field(pattern=r"^/", description="the container path the writable shared storage is mounted at")
     read_only: bool = False
@@ -40,7 +40,7 @@ class AIStudioJob(BaseModel):
     """One AIStudio training job, as the platform's creation page asks for it."""
 
     model_config = ConfigDict(
-        extra="forbid", frozen=True,
+        extra="forbid", frozen=True, defer_build=True,
         json_schema_extra={"$id": JOB_SCHEMA_ID, "title": "AIStudio training job (megatron-compile)"},
     )
 

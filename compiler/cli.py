@@ -7,13 +7,14 @@ It only translates options, finds the specs, calls the pipeline and prints. The 
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import sys
-from pathlib import Path
-from typing import TextIO
 
 from . import __version__
+
+TYPE_CHECKING = False  # `typing` itself is not imported: --help and --version stay light
+if TYPE_CHECKING:
+    from typing import TextIO
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 SPEC_SUFFIXES = (".yaml", ".yml")
@@ -51,6 +52,8 @@ def _parser() -> argparse.ArgumentParser:
 def display_path(path: str) -> str:
     """How a spec path is printed and recorded: relative to the working directory when below it,
     else its last two components, never a machine's absolute path."""
+    from pathlib import Path
+
     absolute = Path(path).resolve()
     try:
         return absolute.relative_to(Path.cwd().resolve()).as_posix()
@@ -59,6 +62,8 @@ def display_path(path: str) -> str:
 
 
 def _specs_in(directory: str) -> list[str]:
+    from pathlib import Path
+
     return sorted(str(p) for p in Path(directory).iterdir() if p.suffix in SPEC_SUFFIXES and p.is_file())
 
 
@@ -67,6 +72,9 @@ def find_specs(arguments: list[str]) -> tuple[list[str], list[str], set[str]]:
 
     Returns (specs, arguments that matched nothing, specs named explicitly). A spec found through a
     directory or glob that another spec extends is a base, not a job; one named explicitly is a job."""
+    import glob
+    from pathlib import Path
+
     found: list[str] = []
     missing: list[str] = []
     explicit: set[str] = set()
@@ -103,6 +111,8 @@ def _print_diagnostics(diags: list, fmt: str, out: TextIO) -> None:
 
 def run_schema(argv: list[str], out: TextIO, err: TextIO) -> int:
     """`megatron-compile schema [--check] [--out-dir schemas]`."""
+    from pathlib import Path
+
     parser = argparse.ArgumentParser(prog="megatron-compile schema",
                                      description="Write (or --check) the JSON Schemas generated from the models.")
     parser.add_argument("--out-dir", default="schemas")
@@ -132,6 +142,8 @@ def run_schema(argv: list[str], out: TextIO, err: TextIO) -> int:
 
 def _check_written(path: Path, fmt: str, out: TextIO, err: TextIO) -> int:
     """Compile a spec just written (in memory) and print its diagnostics; the exit code."""
+    from pathlib import Path
+
     from .diagnostics import sort_diagnostics, summary_line
     from .pipeline import compile_spec
 
@@ -146,6 +158,8 @@ def _check_written(path: Path, fmt: str, out: TextIO, err: TextIO) -> int:
 
 def run_import(argv: list[str], out: TextIO, err: TextIO) -> int:
     """`megatron-compile import SCRIPT -o specs/NAME.yaml [--extends BASE] [-- SCRIPT-ARGS…]`."""
+    from pathlib import Path
+
     parser = argparse.ArgumentParser(
         prog="megatron-compile import",
         description="Turn an existing Megatron-LM launch script into a spec: bash runs the script against "
@@ -197,6 +211,8 @@ def run_import(argv: list[str], out: TextIO, err: TextIO) -> int:
 
 def run_init(argv: list[str], out: TextIO, err: TextIO) -> int:
     """`megatron-compile init NAME [--workers N --gpus-per-worker G --tp T --pp P --cp C] [-o FILE]`."""
+    from pathlib import Path
+
     parser = argparse.ArgumentParser(prog="megatron-compile init",
                                      description="Write a commented spec that compiles as written.")
     parser.add_argument("name", help="the run name: lowercase letters, digits and '-'")
@@ -272,7 +288,41 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         return 130
 
 
+def _bases_of(specs: list[str]) -> set[str]:
+    """Real paths of the files that the given specs name in `extends`, read cheaply (only files with
+    an `extends:` line are parsed), so that bases are known before anything is compiled."""
+    from pathlib import Path
+
+    import re
+
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    bases: set[str] = set()
+    for path in specs:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        match = re.search(r"^extends\s*:.*(?:\n[ \t-].*)*", text, re.M)
+        if match is None:
+            continue
+        try:  # just the `extends:` entry and its indented continuation lines
+            data = yaml.load(match.group(0), Loader=loader)
+        except yaml.YAMLError:
+            continue
+        raw = data.get("extends") if isinstance(data, dict) else None
+        for entry in [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []:
+            if isinstance(entry, str):
+                bases.add(os.path.realpath(os.path.join(os.path.dirname(path), entry)))
+    return bases
+
+
 def _compile(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Compile each spec and act on it at once (write, check, explain, print): one spec's artifacts
+    are in memory at a time, however many specs there are."""
+    from pathlib import Path
+
     from .compose import Override
     from .diagnostics import Severity, make_error, sort_diagnostics, summary_line
     from .emit import check_outputs, write_outputs
@@ -282,79 +332,68 @@ def _compile(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     diagnostics = [make_error("file-unreadable", "no such spec file, directory or glob match", file=m) for m in missing]
     if not specs and not missing:
         diagnostics.append(make_error("no-specs", "no *.yaml or *.yml spec found", file=" ".join(args.specs)))
+    bases = _bases_of(specs)
+    specs = [p for p in specs if p in explicit or os.path.realpath(p) not in bases]
     overrides = tuple(Override(raw) for raw in args.overrides)
-    results = [compile_spec(path, display_path(path), overrides=overrides) for path in specs]
-    bases = {base for result in results for base in result.bases}
-    kept = [(r, p) for r, p in zip(results, specs) if p in explicit or os.path.realpath(p) not in bases]
-    results, specs = [r for r, _ in kept], [p for _, p in kept]
     out_root = Path(args.out_dir)
+    render_files = not (args.explain or args.print_spec)
     owners: dict[str, str] = {}
-    for result, path in zip(results, specs):
-        stem = Path(path).stem
-        if result.ok and stem in owners:
-            diagnostics.append(make_error(
-                "output-conflict", f"{result.spec_file} and {owners[stem]} would both write {out_root / stem}",
-                file=result.spec_file, hint="rename one of the specs",
-            ))
-        owners.setdefault(stem, result.spec_file)
-
-    failed = False
-    summaries = []
-    for result in results:
+    summaries: list[str] = []
+    explained = []
+    failed, check_failed = bool(diagnostics), False
+    for path in specs:
+        result = compile_spec(path, display_path(path), overrides=overrides, render_files=render_files)
         diags = result.diagnostics
         if args.werror:
-            diags = [d if d.severity is not Severity.WARNING else
-                     type(d)(**{**d.__dict__, "severity": Severity.ERROR}) for d in diags]
+            diags = [d._replace(severity=Severity.ERROR) if d.severity is Severity.WARNING else d for d in diags]
+        stem = Path(path).stem
+        if result.ok and stem in owners:
+            diags = diags + [make_error(
+                "output-conflict", f"{result.spec_file} and {owners[stem]} would both write {out_root / stem}",
+                file=result.spec_file, hint="rename one of the specs",
+            )]
+        owners.setdefault(stem, result.spec_file)
         diagnostics.extend(diags)
-        summaries.append(summary_line(diags, result.spec_file))
+        line = summary_line(diags, result.spec_file)
+        if line:
+            summaries.append(line)
         if any(d.is_error for d in diags):
-            failed = True
+            failed = True  # a spec with errors writes nothing
+            continue
+        directory = out_root / stem
+        if args.print_spec:
+            from .resolved import resolved_yaml
 
-    check_failed = False
-    explained = []
-    if args.print_spec and not any(d.is_error for d in diagnostics):
-        from .resolved import resolved_yaml
-
-        for result in results:
-            if result.ok:
-                out.write(resolved_yaml(result.spec, result.spec_file))
-    elif not any(d.is_error for d in diagnostics):
-        for result, path in zip(results, specs):
-            if not result.ok:
-                continue
-            directory = out_root / Path(path).stem
-            if args.explain:
-                explained.append(result.plan)
-            elif args.check:
-                check = check_outputs(directory, result.files)
-                if not check.clean:
-                    check_failed = True
-                    for diff in check.diffs:
-                        out.write(diff)
-                    for p in check.missing:
-                        out.write(f"missing: {p} (run `megatron-compile {result.spec_file}`)\n")
-                    for p in check.extra:
-                        out.write(f"extra: {p} (not produced by {result.spec_file})\n")
-                elif not args.quiet:
-                    err.write(f"{result.spec_file}: {directory}/ is up to date\n")
-            else:
-                emitted = write_outputs(directory, result.files, force=args.force, spec_file=result.spec_file)
-                diagnostics.extend(emitted.diagnostics)
-                if emitted.diagnostics:
-                    failed = True
-                elif not args.quiet:
-                    err.write(
-                        f"{result.spec_file}: {directory}/ ({len(emitted.written)} written, "
-                        f"{len(emitted.unchanged)} unchanged, {len(emitted.removed)} removed)\n"
-                    )
+            out.write(resolved_yaml(result.spec, result.spec_file))
+        elif args.explain:
+            explained.append(result.plan)
+        elif args.check:
+            check = check_outputs(directory, result.files)
+            if not check.clean:
+                check_failed = True
+                for diff in check.diffs:
+                    out.write(diff)
+                for p in check.missing:
+                    out.write(f"missing: {p} (run `megatron-compile {result.spec_file}`)\n")
+                for p in check.extra:
+                    out.write(f"extra: {p} (not produced by {result.spec_file})\n")
+            elif not args.quiet:
+                err.write(f"{result.spec_file}: {directory}/ is up to date\n")
+        else:
+            emitted = write_outputs(directory, result.files, force=args.force, spec_file=result.spec_file)
+            diagnostics.extend(emitted.diagnostics)
+            if emitted.diagnostics:
+                failed = True
+            elif not args.quiet:
+                err.write(f"{result.spec_file}: {directory}/ ({len(emitted.written)} written, "
+                          f"{len(emitted.unchanged)} unchanged, {len(emitted.removed)} removed)\n")
 
     diagnostics = sort_diagnostics(diagnostics)
     if diagnostics or not explained:  # --explain --format json keeps stdout one JSON document
         _print_diagnostics(diagnostics, args.format, err if explained else out)
     if args.format == "text":
         for line in summaries:
-            if line:
-                err.write(line + "\n")
+            err.write(line + "\n")
     if explained:
         from .explain import explain_json, explain_text
 
@@ -362,7 +401,7 @@ def _compile(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             out.write(explain_json(explained))
         else:
             out.write("".join(explain_text(p) for p in explained))
-    if failed or any(d.is_error for d in diagnostics):
+    if failed:
         return EXIT_FAIL
     if check_failed:
         err.write("artifacts are stale: run megatron-compile on the specs above and commit the result\n")

@@ -11,8 +11,7 @@ from __future__ import annotations
 import os
 import posixpath
 import typing
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -23,8 +22,7 @@ EXTENDS = "extends"
 MAX_DEPTH = 16
 
 
-@dataclass(frozen=True)
-class Override:
+class Override(NamedTuple):
     """One `--set KEY=VALUE`, as given on the command line."""
 
     raw: str
@@ -34,11 +32,15 @@ class Override:
         return f"--set {self.raw}"
 
 
-@dataclass
 class Composed:
-    doc: SourceDoc | None
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    bases: list[str] = field(default_factory=list)  # real paths of every base file used
+    """What composing a spec gave: the document (None on errors), diagnostics, and the bases used."""
+
+    __slots__ = ("doc", "diagnostics", "bases")
+
+    def __init__(self, doc: SourceDoc | None) -> None:
+        self.doc = doc
+        self.diagnostics: list[Diagnostic] = []
+        self.bases: list[str] = []  # real paths of every base file used
 
 
 _cache: dict[str, tuple[int, SourceDoc | None, list[Diagnostic]]] = {}

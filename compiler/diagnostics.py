@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 
 class Severity(str, Enum):
@@ -14,8 +13,7 @@ class Severity(str, Enum):
     NOTE = "note"
 
 
-@dataclass(frozen=True)
-class Span:
+class Span(NamedTuple):
     """A 1-based source range; end is exclusive of the last column, as editors count."""
 
     line: int
@@ -24,8 +22,7 @@ class Span:
     end_column: int
 
 
-@dataclass(frozen=True)
-class Diagnostic:
+class Diagnostic(NamedTuple):
     code: str  # stable kebab-case name from CODES; users filter and tests match on it
     severity: Severity
     message: str  # one line, says what is wrong
@@ -175,7 +172,7 @@ def summary_line(diags: Sequence[Diagnostic], file: str) -> str | None:
 
 def to_json_obj(d: Diagnostic) -> dict:
     """A diagnostic as a JSON-ready dict with stable keys."""
-    obj = asdict(d)
+    obj = d._asdict()
     obj["severity"] = d.severity.value
     obj["key_path"] = list(d.key_path)
     return obj
@@ -209,18 +206,3 @@ def format_github(diags: Sequence[Diagnostic]) -> str:
         message = d.message + (f"\nhint: {d.hint}" if d.hint else "")
         out.append(f"::{level} {','.join(props)}::{_gh_escape(message, prop=False)}")
     return "\n".join(out) + ("\n" if out else "")
-
-
-@dataclass
-class DiagnosticSink:
-    """A plain accumulator handed through a stage; knows the file it reports for."""
-
-    file: str
-    items: list[Diagnostic] = field(default_factory=list)
-
-    def add(self, d: Diagnostic) -> None:
-        self.items.append(d)
-
-    @property
-    def has_errors(self) -> bool:
-        return any(d.is_error for d in self.items)

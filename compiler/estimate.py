@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 from typing import Any
 
 from .pretrain import ffn_hidden_size, num_microbatches, padded_vocab_size, virtual_pipeline_size, vocab_size
@@ -22,8 +22,7 @@ MB = 1024 * 1024
 GPU_MEMORY_GB = (("H200", 141.0), ("H100", 80.0), ("A100", 80.0))
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(NamedTuple):
     world: int
     tensor: int
     pipeline: int
@@ -33,8 +32,7 @@ class Layout:
     data: int
 
 
-@dataclass(frozen=True)
-class Estimate:
+class Estimate(NamedTuple):
     parameters_total: int
     parameters_most_loaded_rank: int
     weights_and_optimizer_mb: float

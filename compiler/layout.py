@@ -7,7 +7,7 @@ pinned commit): ranks are laid out in the order tp-cp-ep-dp-pp, tensor-parallel 
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from typing import NamedTuple
 
 ORDER = ("tp", "cp", "ep", "dp", "pp")
 
@@ -57,8 +57,7 @@ def _orthogonal_groups(world: int, sizes: dict[str, int], order: tuple[str, ...]
     return groups
 
 
-@dataclass(frozen=True)
-class RankLayout:
+class RankLayout(NamedTuple):
     tensor: list[list[int]]
     context: list[list[int]]
     data: list[list[int]]

@@ -97,8 +97,13 @@ EnvName = _format(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name: lett
                   title="environment variable", example="NCCL_DEBUG")
 
 
+# defer_build: validators are built on first use, not at import, so that `--help` and a spec that
+# fails in YAML never pay for them (docs/performance.md).
+_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
+
+
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = _CONFIG
 
 
 class Image(_Section):
@@ -177,7 +182,7 @@ class Batch(_Section):
     # global is a Python keyword; the YAML key stays `global`
     global_: int = Field(ge=1, alias="global")
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True, defer_build=True)
 
 
 class Optimizer(_Section):
@@ -270,7 +275,7 @@ class JobSpec(_Section):
     """A Megatron training job on AIStudio, spec format v1."""
 
     model_config = ConfigDict(
-        extra="forbid", frozen=True, strict=True,
+        extra="forbid", frozen=True, strict=True, defer_build=True,
         json_schema_extra={"$id": SPEC_SCHEMA_ID, "title": "megatron-compile job spec v1"},
     )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .compose import Override, compose
 from .diagnostics import Diagnostic
@@ -12,13 +12,12 @@ from .render import render
 from .validate import validate
 
 
-@dataclass(frozen=True)
-class CompileResult:
+class CompileResult(NamedTuple):
     spec_file: str  # as diagnostics and headers print it
-    diagnostics: list[Diagnostic] = field(default_factory=list)
+    diagnostics: list[Diagnostic]
     spec: JobSpec | None = None
     plan: Plan | None = None
-    files: dict[str, str] = field(default_factory=dict)  # artifact name -> text; empty on errors
+    files: dict[str, str] | None = None  # artifact name -> text; None on errors or when not rendered
     bases: tuple[str, ...] = ()  # real paths of the base specs it extends
 
     @property
@@ -40,5 +39,5 @@ def compile_spec(path: str, display: str, *, overrides: tuple[Override, ...] = (
     if spec is None:
         return CompileResult(display, diags, bases=bases)
     plan = build_plan(spec, display)
-    files = render(plan) if render_files else {}
+    files = render(plan) if render_files else None
     return CompileResult(display, diags, spec, plan, files, bases)

@@ -7,16 +7,19 @@ lists are built here as shell words, and optional blocks are plan booleans.
 from __future__ import annotations
 
 import hashlib
+import typing
 import json
 import posixpath
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import __version__
 from .layout import (
     RankLayout, data_parallel_size, normalize_path, rank_layout, worker_ranks, world_size,
 )
-from .estimate import Estimate, estimate, layout_of
 from .models import JobSpec
+
+if typing.TYPE_CHECKING:
+    from .estimate import Estimate
 from .pretrain import (
     BOUNDED_EXAMPLE_ITERATIONS, Flag, flags, is_bounded_example, is_pretrain, num_microbatches,
     virtual_pipeline_size,
@@ -34,15 +37,13 @@ RUNTIME_PROBE = (
 )
 
 
-@dataclass(frozen=True)
-class Var:
+class Var(NamedTuple):
     """A reference to a shell variable inside a word; rendered as "$NAME"."""
 
     name: str
 
 
-@dataclass(frozen=True)
-class Word:
+class Word(NamedTuple):
     """One shell word: literal text (quoted when rendered) and variable references, concatenated."""
 
     parts: tuple  # tuple[str | Var, ...]
@@ -70,8 +71,7 @@ def argv_of(lines: tuple[tuple[Word, ...], ...]) -> list[str]:
     return [word.as_text() for line in lines for word in line]
 
 
-@dataclass(frozen=True)
-class Header:
+class Header(NamedTuple):
     tool: str
     version: str
     spec: str  # the spec path as shown to users, never a machine's absolute path
@@ -86,8 +86,7 @@ class Header:
         )
 
 
-@dataclass(frozen=True)
-class ImagePlan:
+class ImagePlan(NamedTuple):
     base: str
     platform: str
     registry: str
@@ -99,8 +98,7 @@ class ImagePlan:
     ngc_login: bool  # the base lives on NGC, which wants an API key login
 
 
-@dataclass(frozen=True)
-class MegatronPlan:
+class MegatronPlan(NamedTuple):
     repo: str
     source_url: str  # the OCI source label: the repo URL without .git
     commit: str
@@ -109,8 +107,7 @@ class MegatronPlan:
     package_info: str  # a file that proves the source is in the image
 
 
-@dataclass(frozen=True)
-class ParallelPlan:
+class ParallelPlan(NamedTuple):
     tensor: int
     pipeline: int
     context: int
@@ -121,8 +118,7 @@ class ParallelPlan:
     worker_ranks: tuple[tuple[int, ...], ...]
 
 
-@dataclass(frozen=True)
-class LaunchPlan:
+class LaunchPlan(NamedTuple):
     run_root: str
     megatron_root: str
     datasets_dir: str
@@ -140,42 +136,37 @@ class LaunchPlan:
     runtime_probe: str
 
 
-@dataclass(frozen=True)
-class PretrainPlan:
+class PretrainPlan(NamedTuple):
     flags: tuple[Flag, ...]
     train_iters: int
     save_interval: int
     num_microbatches: int
     virtual_pipeline: int | None  # Megatron's virtual_pipeline_model_parallel_size
-    estimate: Estimate | None
+    estimate: "Estimate | None"
     has_estimate: bool
     checkpoint_dir: str
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(NamedTuple):
     """One line of verify.sh's checklist: a function of the template and its arguments."""
 
     function: str
     args: tuple[Word, ...]
 
 
-@dataclass(frozen=True)
-class VerifyPlan:
+class VerifyPlan(NamedTuple):
     checks: tuple[Check, ...]
     run_root: str
 
 
-@dataclass(frozen=True)
-class ReportSection:
+class ReportSection(NamedTuple):
     """A titled table of (label, value) text for plan.md and --explain."""
 
     title: str
     rows: tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True)
-class JobPlan:
+class JobPlan(NamedTuple):
     name: str
     image: str
     workers: int
@@ -187,8 +178,7 @@ class JobPlan:
     mount_path: str
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(NamedTuple):
     header: Header
     name: str
     world_size: int
@@ -249,6 +239,8 @@ def flag_words(flag: Flag) -> tuple[Word, ...]:
 def _pretrain_plan(spec: JobSpec, run_root: str) -> PretrainPlan | None:
     if not is_pretrain(spec.training.script):
         return None
+    from .estimate import estimate, layout_of  # only pretrain specs need it
+
     t = spec.training
     layout = layout_of(spec.resources, spec.parallelism)
     assert layout is not None  # validation guarantees divisibility

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import posixpath
-from dataclasses import dataclass
+from typing import NamedTuple
 from typing import Any
 
 PRETRAIN_SCRIPT = "pretrain_gpt.py"
@@ -76,8 +76,7 @@ def virtual_pipeline_size(num_layers: int, pipeline: int, layers_per_virtual_sta
     return None if size == 1 else size
 
 
-@dataclass(frozen=True)
-class Flag:
+class Flag(NamedTuple):
     """One Megatron-LM flag and its values (none for a switch). A value may reference the run root."""
 
     name: str

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 import jinja2
 
-from .aistudio import AIStudioJob, GeneratedBy, SharedStorage
+from .aistudio import AIStudioJob, GeneratedBy
 from .plan import Header, Plan, Var, Word
 
 TEMPLATE_FILES = {
@@ -70,11 +70,17 @@ def _quote(text: str) -> str:
     return quoted
 
 
+@lru_cache(maxsize=2048)
+def _quote_cached(text: str) -> str:
+    return _quote(text)
+
+
 def sh(value: Any) -> Safe:
     """One literal shell word: bare when safe, else quoted."""
-    return Safe(_quote(_scalar_text(value)))
+    return Safe(_quote_cached(_scalar_text(value)))
 
 
+@lru_cache(maxsize=2048)  # plan Words are immutable and repeat across specs (paths, labels, flags)
 def sh_word(word: Word) -> Safe:
     """A plan Word as one shell word: a leading literal that needs no quotes stays bare, and the rest
     is one double-quoted string with "$NAME" references when its literal text is inert inside double
@@ -148,12 +154,14 @@ def docker_json(values: Iterable[str]) -> Safe:
     return Safe(json.dumps(items, ensure_ascii=False))
 
 
+@lru_cache(maxsize=2048)
 def md(value: str) -> Safe:
     """Markdown table text: pipes and markup characters escaped."""
     text = _no_control(_scalar_text(value), "Markdown")
     return Safe(re.sub(r"([\\`*_|<>\[\]])", r"\\\1", text))
 
 
+@lru_cache(maxsize=2048)
 def md_code(value: str) -> Safe:
     """A Markdown code span, fenced with more backticks than the value holds."""
     text = _no_control(_scalar_text(value), "Markdown").replace("|", "\\|")
@@ -183,11 +191,28 @@ def templates_dir() -> Path:
     raise FileNotFoundError("megatron-compile's templates/ directory is missing from this installation")
 
 
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    """Compiled templates kept between runs (keyed by each template's source checksum, so an edited
+    template is recompiled), in the user's cache directory; none where it cannot be written."""
+    import os
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    directory = os.path.join(base, "megatron-compile", "jinja")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        if not os.access(directory, os.W_OK):
+            return None
+    except OSError:
+        return None
+    return jinja2.FileSystemBytecodeCache(directory)
+
+
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     """One Jinja environment per process: templates are compiled once and cached."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
+        bytecode_cache=_bytecode_cache(),
         undefined=jinja2.StrictUndefined,
         finalize=_finalize,
         keep_trailing_newline=True,
@@ -197,25 +222,33 @@ def environment() -> jinja2.Environment:
         auto_reload=False,
     )
     env.filters.clear()  # only quoting filters: no string methods or arithmetic helpers in templates
+    env.globals.clear()  # no range, dict, cycler…: templates read the plan and nothing else
+    env.tests.clear()
     env.filters.update(QUOTING_FILTERS)
     return env
 
 
-def job_document(plan: Plan, launch_text: str) -> AIStudioJob:
-    """The AIStudio job document for a plan and its rendered launch command."""
+def job_document(plan: Plan, launch_text: str) -> dict:
+    """The AIStudio job document for a plan and its rendered launch command, in the field order of
+    aistudio.AIStudioJob (which owns the names; tests validate every job.json against its schema)."""
     h, job = plan.header, plan.job
-    return AIStudioJob(
-        generated_by=GeneratedBy(version=h.version, spec=h.spec, spec_sha256=h.spec_sha256, regenerate=h.regenerate),
-        name=job.name, image=job.image, workers=job.workers, gpus_per_worker=job.gpus_per_worker,
-        worker_flavor=job.worker_flavor, distributed_framework=job.distributed_framework,  # type: ignore[arg-type]
-        rdma=job.rdma, slow_training_detection=job.slow_training_detection,
-        shared_storage=[SharedStorage(mount_path=job.mount_path)], launch_command=launch_text,
-    )
+    generated_by = {"tool": "megatron-compile", "version": h.version, "spec": h.spec, "spec_sha256": h.spec_sha256,
+                    "regenerate": h.regenerate, "notice": GeneratedBy.model_fields["notice"].default}
+    values = {
+        "document_version": AIStudioJob.model_fields["document_version"].default, "generated_by": generated_by,
+        "name": job.name, "image": job.image, "workers": job.workers, "gpus_per_worker": job.gpus_per_worker,
+        "worker_flavor": job.worker_flavor, "distributed_framework": job.distributed_framework, "rdma": job.rdma,
+        "slow_training_detection": job.slow_training_detection,
+        "shared_storage": [{"mount_path": job.mount_path, "read_only": False}], "launch_command": launch_text,
+    }
+    assert list(values) == list(AIStudioJob.model_fields), "job.json fields drifted from aistudio.AIStudioJob"
+    assert list(generated_by) == list(GeneratedBy.model_fields)
+    return values
 
 
-def to_json(document: Any) -> str:
-    """Stable JSON: model field order, two-space indent, UTF-8, one trailing newline."""
-    return json.dumps(document.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
+def to_json(document: dict) -> str:
+    """Stable JSON: the document's key order, two-space indent, UTF-8, one trailing newline."""
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
 def _tidy(text: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 from typing import Any, Callable, Iterable, Iterator
 
 from pydantic import BaseModel
@@ -46,16 +46,14 @@ _CREDENTIALS = (
 )
 
 
-@dataclass(frozen=True)
-class RuleContext:
+class RuleContext(NamedTuple):
     doc: SourceDoc
     sections: dict[str, BaseModel]
     name: str | None
     locate: Callable[..., Diagnostic]  # (code, message, path, *, key=False, hint=None, severity=…)
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     code: str
     needs: tuple[str, ...]
     check: Callable[[RuleContext], Iterable[Diagnostic]]
@@ -245,8 +243,14 @@ def _strings(value: Any, path: tuple) -> Iterator[tuple[tuple, str, bool]]:
             yield from _strings(item, path + (key,))
 
 
+# One pass over every string first; the patterns one by one only for a string that matched.
+_ANY_CREDENTIAL = re.compile("|".join(f"(?:{p.pattern})" for p, _ in _CREDENTIALS), re.IGNORECASE)
+
+
 def check_credentials(ctx: RuleContext) -> Iterator[Diagnostic]:
     for path, text, is_key in _strings(ctx.doc.data, ()):
+        if not _ANY_CREDENTIAL.search(text):
+            continue
         for pattern, what in _CREDENTIALS:
             if pattern.search(text):
                 yield ctx.locate(
@@ -535,8 +539,7 @@ def check_memory(ctx: RuleContext) -> Iterator[Diagnostic]:
                          ("training", "batch", "micro"), severity=Severity.WARNING, hint=hint)
 
 
-@dataclass(frozen=True)
-class _SpecView:
+class _SpecView(NamedTuple):
     """The sections of a spec that validated, where pretrain helpers expect a whole spec."""
 
     training: Any

@@ -8,7 +8,7 @@ can say "`3.10` was read as the float 3.1; quote it".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 from typing import Any
 
 import yaml
@@ -39,24 +39,21 @@ _MERGE = "tag:yaml.org,2002:merge"
 _constructor = yaml.constructor.SafeConstructor()
 
 
-@dataclass(frozen=True)
-class Location:
+class Location(NamedTuple):
     """Where a value came from: the file and the span in it."""
 
     file: str
     span: Span
 
 
-@dataclass(frozen=True)
-class ScalarSpelling:
+class ScalarSpelling(NamedTuple):
     """How a scalar was written: its source text and whether it was plain (unquoted)."""
 
     text: str
     plain: bool
 
 
-@dataclass(frozen=True)
-class SourceDoc:
+class SourceDoc(NamedTuple):
     """A loaded spec: its data and, per key path, where the value and its key are."""
 
     file: str

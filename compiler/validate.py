@@ -7,7 +7,6 @@ in rules.py then run on every section that did validate, so one run reports ever
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -98,6 +97,8 @@ def _did_you_mean(word: str, parent: tuple) -> str | None:
     model = _model_at(parent)
     if model is None:
         return None
+    import difflib  # only a misspelt key needs it
+
     matches = difflib.get_close_matches(word, list(model.model_fields), n=1, cutoff=0.6)
     return matches[0] if matches else None
 

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Speed budgets of megatron-compile, as ratios taken in the same run so that machine noise cancels.
+
+    python bench/run.py [--repeat N] [--keep]
+
+Sets up (once, under bench/.cache/, git-ignored) a virtual environment with megatron-compile
+installed as a user installs it (`pip install .`, byte-compiled) and one with TorchX, generates 500
+distinct specs (bounded and pretrain, varied layouts, half of them extending a base), then times each
+row N times (default 7) and prints the median, min and max of both sides and the ratio of medians.
+Exits 1 when a budget is missed. See docs/performance.md for the figures and what was changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CACHE = REPO / "bench" / ".cache"
+TOOL_VENV = CACHE / "venv"
+TORCHX_VENV = CACHE / "venv-torchx"
+SPECS = 500
+
+
+@dataclass
+class Sample:
+    seconds: float
+    max_rss_kb: int
+
+
+def run(cmd: list[str], cwd: Path | None = None, env: dict | None = None) -> Sample:
+    """Run a command to completion; its wall time and its own peak RSS (os.wait4)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        raise SystemExit(f"benchmark command failed ({code}): {' '.join(cmd)}\n{err[-2000:]}")
+    return Sample(elapsed, usage.ru_maxrss)
+
+
+def repeat(n: int, make) -> list[Sample]:
+    """n samples of make() -> Sample, after one warm-up run (file cache, not the process)."""
+    make()
+    return [make() for _ in range(n)]
+
+
+def setup_venvs() -> tuple[Path, Path]:
+    """The tool installed non-editable (as users get it) and TorchX, each in its own venv."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    stamp = TOOL_VENV / ".source-stamp"
+    source = str(max(p.stat().st_mtime_ns for p in (REPO / "compiler").rglob("*.py")))
+    source += str(max(p.stat().st_mtime_ns for p in (REPO / "templates").iterdir()))
+    if not stamp.exists() or stamp.read_text() != source:
+        shutil.rmtree(TOOL_VENV, ignore_errors=True)
+        venv.EnvBuilder(with_pip=True).create(TOOL_VENV)
+        subprocess.run([str(TOOL_VENV / "bin" / "python"), "-m", "pip", "install", "-q", str(REPO)], check=True)
+        stamp.write_text(source)
+    if not (TORCHX_VENV / "bin" / "torchx").exists():
+        venv.EnvBuilder(with_pip=True).create(TORCHX_VENV)
+        subprocess.run([str(TORCHX_VENV / "bin" / "python"), "-m", "pip", "install", "-q", "torchx"], check=True)
+    return TOOL_VENV / "bin", TORCHX_VENV / "bin"
+
+
+BASE = """version: 1
+image: {base: nvcr.io/nvidia/pytorch:25.03-py3, registry: cr.infini-ai.com, namespace: te-0123456789abcdef,
+        repository: megatron-core, tag: 0.18.2-cu128}
+megatron: {commit: 571370c829ca768fe37244f4e2e7f28d8accc4ab}
+storage: {mount_path: /mnt/megatron}
+"""
+SHARED = BASE.replace("version: 1\n", "")
+
+
+def spec_text(i: int) -> str:
+    """A distinct, valid spec: bounded or pretrain, with a layout that fits its world size."""
+    head = "extends: base.yaml\n" if i % 2 == 0 else "version: 1\n" + SHARED
+    if i % 5 == 0:  # the bounded example: TP=2, even world
+        workers = 1 + i % 3
+        return head + (f"name: bounded-{i:04d}\nresources: {{workers: {workers}, gpus_per_worker: 2}}\n"
+                       f"parallelism: {{tensor: 2}}\ntraining: {{env: {{RUN_INDEX: '{i}'}}}}\n")
+    gpus = (1, 2, 4, 8)[i % 4]
+    workers = 1 + (i // 4) % 4
+    world = gpus * workers
+    tensor = max(t for t in (1, 2, 4, 8) if world % t == 0 and t <= gpus)
+    pipeline = 2 if (world // tensor) % 2 == 0 and i % 3 == 0 else 1
+    data = world // (tensor * pipeline)
+    layers = 4 * pipeline * (1 + i % 3)
+    return head + f"""name: pretrain-{i:04d}
+resources: {{workers: {workers}, gpus_per_worker: {gpus}, worker_flavor: H200}}
+parallelism: {{tensor: {tensor}, pipeline: {pipeline}}}
+training:
+  script: pretrain_gpt.py
+  model: {{num_layers: {layers}, hidden_size: {1024 + 256 * (i % 4)}, num_attention_heads: 16,
+          seq_length: 2048, max_position_embeddings: 2048, vocab_size: 32000}}
+  batch: {{micro: 1, global: {data * 8}}}
+  train_iters: {1000 + i}
+  optimizer: {{lr: 0.0003, min_lr: 0.00003, decay_style: cosine}}
+  data: {{mock: true, tokenizer: {{type: NullTokenizer}}}}
+  checkpoint: {{save_interval: 500}}
+  distributed_optimizer: {str(i % 2 == 1).lower()}
+  args: [--seed, '{i}']
+"""
+
+
+def make_specs(directory: Path) -> None:
+    directory.mkdir(parents=True)
+    (directory / "base.yaml").write_text(BASE)
+    for i in range(SPECS):
+        (directory / f"job-{i:04d}.yaml").write_text(spec_text(i))
+
+
+@dataclass
+class Row:
+    name: str
+    measured: list[float]
+    reference: list[float]
+    budget: float
+    unit: str = "s"
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.measured) / statistics.median(self.reference)
+
+    @property
+    def ok(self) -> bool:
+        return self.ratio <= self.budget
+
+
+def describe(values: list[float], unit: str) -> str:
+    if unit == "s":
+        return f"{statistics.median(values) * 1000:8.1f} ms [{min(values) * 1000:.1f}-{max(values) * 1000:.1f}]"
+    return f"{statistics.median(values) / 1024:8.1f} MB [{min(values) / 1024:.1f}-{max(values) / 1024:.1f}]"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    args = parser.parse_args()
+    tool_bin, torchx_bin = setup_venvs()
+    python, tool = str(tool_bin / "python"), str(tool_bin / "megatron-compile")
+    work = Path(tempfile.mkdtemp(prefix="mc-bench-"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["XDG_CACHE_HOME"] = str(work / "xdg")  # a fresh template cache, warmed by the warm-up run
+    try:
+        specs = work / "specs"
+        make_specs(specs)
+        (work / "train.py").write_text("print('hello')\n")
+        n = args.repeat
+        single = ["tool", str(REPO / "specs" / "tp2.yaml"), "-o", str(work / "single")]
+        single[0] = tool
+
+        def cold():
+            return run(single, env=env)
+
+        cold_samples = repeat(n, cold)
+        libs = repeat(n, lambda: run([python, "-c", "import yaml, jinja2; from pydantic import BaseModel"], env=env))
+        torchx = repeat(n, lambda: run([str(torchx_bin / "torchx"), "run", "--dryrun", "--scheduler", "local_cwd",
+                                        "dist.ddp", "-j", "2x2", "--script", "train.py"], cwd=work, env=env))
+        helps = repeat(n, lambda: run([tool, "--help"], env=env))
+        versions = repeat(n, lambda: run([tool, "--version"], env=env))
+        bare = repeat(n, lambda: run([python, "-c", "pass"], env=env))
+        out = work / "out"
+
+        def batch():
+            shutil.rmtree(out, ignore_errors=True)
+            return run([tool, str(specs), "-o", str(out), "-q"], env=env)
+
+        batches = repeat(n, batch)
+        run([tool, str(specs), "-o", str(out), "-q"], env=env)  # everything up to date for --check
+        checks = repeat(n, lambda: run([tool, "--check", str(specs), "-o", str(out), "-q"], env=env))
+        rows = [
+            Row("cold compile of specs/tp2.yaml vs importing yaml, jinja2, pydantic",
+                [s.seconds for s in cold_samples], [s.seconds for s in libs], 1.25),
+            Row("cold compile vs TorchX dry run (dist.ddp -j 2x2)",
+                [s.seconds for s in cold_samples], [s.seconds for s in torchx], 0.8),
+            Row("--help vs python -c pass", [s.seconds for s in helps], [s.seconds for s in bare], 4.0),
+            Row("--version vs python -c pass", [s.seconds for s in versions], [s.seconds for s in bare], 4.0),
+            Row(f"{SPECS} specs in one run, per spec, vs one cold compile",
+                [s.seconds / SPECS for s in batches], [s.seconds for s in cold_samples], 0.02),
+            Row(f"--check of the {SPECS}, all up to date, vs compiling and writing them",
+                [s.seconds for s in checks], [s.seconds for s in batches], 1.0),
+            Row(f"peak RSS of the {SPECS}-spec run vs a single-spec run",
+                [float(s.max_rss_kb) for s in batches], [float(s.max_rss_kb) for s in cold_samples], 1.5, "kb"),
+        ]
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"megatron-compile benchmark: {n} runs per figure, median [min-max]; {os.cpu_count()} CPUs, "
+          f"Python {sys.version.split()[0]}")
+    print(f"{'row':<76} {'measured':>28} {'reference':>28} {'ratio':>7} {'budget':>7}")
+    failed = 0
+    for row in rows:
+        verdict = "ok" if row.ok else "MISSED"
+        failed += not row.ok
+        print(f"{row.name:<76} {describe(row.measured, row.unit):>28} {describe(row.reference, row.unit):>28} "
+              f"{row.ratio:7.3f} {row.budget:7.3f} {verdict}")
+    print(f"{len(rows) - failed} of {len(rows)} budgets met")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
