@@ -50,12 +50,6 @@ def run(cmd: list[str], cwd: Path | None = None, env: dict | None = None) -> Sam
     return Sample(elapsed, usage.ru_maxrss)
 
 
-def repeat(n: int, make) -> list[Sample]:
-    """n samples of make() -> Sample, after one warm-up run (file cache, not the process)."""
-    make()
-    return [make() for _ in range(n)]
-
-
 def setup_venvs() -> tuple[Path, Path]:
     """The tool installed non-editable (as users get it) and TorchX, each in its own venv."""
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -161,25 +155,35 @@ def main() -> int:
         single = ["tool", str(REPO / "specs" / "tp2.yaml"), "-o", str(work / "single")]
         single[0] = tool
 
-        def cold():
-            return run(single, env=env)
-
-        cold_samples = repeat(n, cold)
-        libs = repeat(n, lambda: run([python, "-c", "import yaml, jinja2; from pydantic import BaseModel"], env=env))
-        torchx = repeat(n, lambda: run([str(torchx_bin / "torchx"), "run", "--dryrun", "--scheduler", "local_cwd",
-                                        "dist.ddp", "-j", "2x2", "--script", "train.py"], cwd=work, env=env))
-        helps = repeat(n, lambda: run([tool, "--help"], env=env))
-        versions = repeat(n, lambda: run([tool, "--version"], env=env))
-        bare = repeat(n, lambda: run([python, "-c", "pass"], env=env))
         out = work / "out"
 
         def batch():
             shutil.rmtree(out, ignore_errors=True)
             return run([tool, str(specs), "-o", str(out), "-q"], env=env)
 
-        batches = repeat(n, batch)
-        run([tool, str(specs), "-o", str(out), "-q"], env=env)  # everything up to date for --check
-        checks = repeat(n, lambda: run([tool, "--check", str(specs), "-o", str(out), "-q"], env=env))
+        commands = {
+            "cold": lambda: run(single, env=env),
+            "libs": lambda: run([python, "-c", "import yaml, jinja2; from pydantic import BaseModel"], env=env),
+            "torchx": lambda: run([str(torchx_bin / "torchx"), "run", "--dryrun", "--scheduler", "local_cwd",
+                                   "dist.ddp", "-j", "2x2", "--script", "train.py"], cwd=work, env=env),
+            "help": lambda: run([tool, "--help"], env=env),
+            "version": lambda: run([tool, "--version"], env=env),
+            "bare": lambda: run([python, "-c", "pass"], env=env),
+            "batch": batch,
+            "check": lambda: run([tool, "--check", str(specs), "-o", str(out), "-q"], env=env),
+        }
+        # Interleaved: round i runs every command once, so that a change in the machine's load
+        # during the benchmark falls on both sides of each ratio. `check` follows `batch`, so the
+        # 500 specs' artifacts are up to date when it runs.
+        samples: dict[str, list[Sample]] = {name: [] for name in commands}
+        for name, command in commands.items():
+            command()  # warm-up: the file cache and the template bytecode cache
+        for _ in range(n):
+            for name, command in commands.items():
+                samples[name].append(command())
+        cold_samples, libs, torchx = samples["cold"], samples["libs"], samples["torchx"]
+        helps, versions, bare = samples["help"], samples["version"], samples["bare"]
+        batches, checks = samples["batch"], samples["check"]
         rows = [
             Row("cold compile of specs/tp2.yaml vs importing yaml, jinja2, pydantic",
                 [s.seconds for s in cold_samples], [s.seconds for s in libs], 1.25),
