@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from .pretrain import UNFUSED_FLAGS
+from .validate import is_number
 
 MARKER = re.compile(r"@(unset|runtime):([A-Za-z0-9_.-]+)@")
 NOOP_COMMANDS = ("mkdir", "rm", "cp", "mv", "ln", "touch", "chmod", "chown", "pip", "pip3", "git", "wget", "curl",
@@ -337,10 +338,10 @@ def to_spec(recorded: Recorded, name: str) -> ImportResult:
                 report.append(f"--data-path {' '.join(_show(v) for v in values)}: dropped ({_marker_reason(marked)}); "
                               "set training.data.paths")
                 continue
-            if len(values) % 2 == 0 and values and all(_is_number(v) for v in values[::2]):
+            if len(values) % 2 == 0 and values and all(is_number(v) for v in values[::2]):
                 _set(data, ("training", "data", "weights"), [float(v) for v in values[::2]])
                 _set(data, ("training", "data", "paths"), list(values[1::2]))
-            elif any(_is_number(v) for v in values):
+            elif any(is_number(v) for v in values):
                 report.append(f"--data-path {' '.join(values)}: not a list of paths nor of weight/path pairs; "
                               "set training.data")
             else:
@@ -427,14 +428,6 @@ def to_spec(recorded: Recorded, name: str) -> ImportResult:
 def _show(text: str) -> str:
     """A recorded value as the script wrote it: markers back to $NAME or $(command)."""
     return MARKER.sub(lambda m: f"${m.group(2)}" if m.group(1) == "unset" else f"$({m.group(2)})", text)
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 ORDER = ("extends", "version", "name", "image", "megatron", "resources", "storage", "parallelism", "training")

@@ -50,7 +50,8 @@ _EXPECTED = {
 }
 
 
-def _is_number(text: str) -> bool:
+def is_number(text: str) -> bool:
+    """Whether Python reads the text as a number (1e-4, .001, 3)."""
     try:
         float(text)
     except ValueError:
@@ -146,7 +147,7 @@ def pydantic_to_diagnostics(error: ValidationError, doc: SourceDoc, base: tuple 
                     f"{name}: expected a string, but YAML read the plain value `{spelling.text}` as {describe(value)}",
                     path, hint=f"quote it: '{spelling.text}'",
                 ))
-            elif kind == "float_type" and isinstance(value, str) and _is_number(value):
+            elif kind == "float_type" and isinstance(value, str) and is_number(value):
                 out.append(at.diag(
                     "yaml-implicit-type",
                     f"{name}: expected a number, but YAML 1.1 read `{value}` as a string (its floats need a '.')",
