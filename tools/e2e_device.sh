@@ -7,6 +7,9 @@
 #     resume    tests/e2e/pretrain-mock-resume.yaml: the same run root extended to 30 iterations
 #     broken    tests/e2e/pretrain-mock-broken.yaml started with a wrong MEGATRON_COMMIT
 #     memory    the memory-model configurations of tests/e2e/mem-*.yaml (ONLY=text: those matching)
+#     tp2       generated/tp2/launch.sh on 2 GPUs (the seed's single-worker scenario)
+#     2x1       tests/e2e/tp2-2workers-1gpu.yaml: launch.sh started twice as 2 workers of 1 GPU
+#     tp2-dp2   generated/tp2-dp2/launch.sh as 2 workers × 2 GPUs on a 4-GPU host
 #
 # Expects, in the working directory: .megatron/ (Megatron-LM at the pinned commit: megatron/,
 # examples/, pretrain_gpt.py, gpt_builders.py, model_provider.py; fetched, never committed),
@@ -54,6 +57,33 @@ run() {
   say "verify.sh exit status $vrc"
 }
 
+# workers DIR N G: DIR/launch.sh started N times at once as the platform starts N workers, each
+# seeing G GPUs of this host (CUDA_VISIBLE_DEVICES, and an nvidia-smi that lists only those), then
+# DIR/verify.sh
+workers() {
+  local dir=$1 n=$2 g=$3 rank first pids=() rc=0 start
+  start=$(date +%s)
+  for ((rank = 0; rank < n; rank++)); do
+    first=$((rank * g))
+    mkdir -p "/tmp/worker-$rank"
+    printf '#!/usr/bin/env bash\nseq 0 %s\n' "$((g - 1))" >"/tmp/worker-$rank/nvidia-smi"
+    chmod +x "/tmp/worker-$rank/nvidia-smi"
+    PATH="/tmp/worker-$rank:$PATH" CUDA_VISIBLE_DEVICES=$(seq -s, "$first" $((first + g - 1))) \
+      WORLD_SIZE=$n RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=29555 \
+      bash "$dir/launch.sh" >"$OUT/$(basename "$dir")-worker-$rank.log" 2>&1 &
+    pids+=($!)
+  done
+  for rank in "${!pids[@]}"; do
+    rc=0
+    wait "${pids[$rank]}" || rc=$?
+    say "worker $rank of $(basename "$dir"): exit status $rc"
+  done
+  say "## $(basename "$dir"): $n workers × $g GPUs, $(($(date +%s) - start)) s"
+  say "\$ bash $dir/verify.sh"
+  bash "$dir/verify.sh" 2>&1 | tee -a "$summary"
+  say "verify.sh exit status ${PIPESTATUS[0]}"
+}
+
 memory_line() {
   local log=$1 run_root=$2 iter=$3 peak ckpt
   peak=$(grep -o 'max allocated: [0-9.]*' "$log" | tail -n 1 | cut -d' ' -f3)
@@ -92,6 +122,18 @@ for phase in "$@"; do
       say "$name: exit status $? after $(($(date +%s) - start)) s"
       memory_line "$OUT/$name.log" "/mnt/megatron/runs/$name" iter_0000004
     done
+    ;;
+  tp2)
+    rm -rf /mnt/megatron/runs/mcore-tp2-01
+    run tp2 generated/tp2/launch.sh generated/tp2/verify.sh
+    ;;
+  2x1)
+    rm -rf /mnt/megatron/runs/mcore-tp2-2x1-01
+    workers .e2e/tp2-2workers-1gpu 2 1
+    ;;
+  tp2-dp2)
+    rm -rf /mnt/megatron/runs/mcore-tp2-dp2-01
+    workers generated/tp2-dp2 2 2
     ;;
   *)
     say "unknown phase $phase"
