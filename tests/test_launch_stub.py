@@ -103,3 +103,35 @@ def test_multi_worker_exit_status_propagates(tmp_path):
     run = run_launch(TP2_DP2, tmp_path, gpus=2, status=7, env=PLATFORM)
     assert run.returncode == 7
     assert (run.log_dir(1) / "exit_status").read_text() == "7\n"
+
+
+def test_a_terminated_launch_still_records_an_exit_status(tmp_path):
+    """SIGTERM to the launch command (a job being stopped): the trap records 143 for verify.sh."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from helpers import localize_launch, make_stub_bin, write_exe
+
+    bin_dir = make_stub_bin(tmp_path)
+    write_exe(bin_dir / "torchrun", """
+        echo "training"
+        sleep 2
+        echo "STUB-LAST-LINE"
+    """)
+    run_root, megatron = tmp_path / "mnt" / "run", tmp_path / "megatron"
+    megatron.mkdir()
+    script = tmp_path / "launch.sh"
+    script.write_text(localize_launch(TP2, run_root, megatron))
+    (tmp_path / "calls").mkdir()
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "STUB_GPUS": "2", "STUB_CALLS": str(tmp_path / "calls"),
+           "MEGATRON_COMMIT": "571370c829ca768fe37244f4e2e7f28d8accc4ab", "HOME": str(tmp_path)}
+    proc = subprocess.Popen(["bash", str(script)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        if (run_root / "train.log").exists() and "training" in (run_root / "train.log").read_text():
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 143
+    assert (run_root / "exit_status").read_text() == "143\n"
