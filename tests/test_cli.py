@@ -141,3 +141,28 @@ def test_schema_check_fails_on_drift(tmp_path):
     code, out, err = run("schema", "--check", "--out-dir", str(tmp_path / "schemas"))
     assert code == 1
     assert "versoin" in out and "schemas are stale" in err
+
+
+def test_a_large_batch_runs_on_workers_and_reports_in_spec_order(tmp_path, in_repo):
+    """From 32 specs on, specs are compiled by forked workers; output and artifacts stay the same."""
+    from compiler.cli import PARALLEL_MIN_SPECS
+
+    text = (REPO / "specs" / "tp2.yaml").read_text().replace("extends: base.yaml", f"extends: {REPO}/specs/base.yaml")
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    count = PARALLEL_MIN_SPECS + 8
+    for i in range(count):
+        spec = text.replace("name: mcore-tp2-01", f"name: job-{i:03d}").replace(
+            "run_root: /mnt/megatron/runs/mcore-tp2-01", f"run_root: /mnt/megatron/runs/job-{i:03d}")
+        (specs / f"job-{i:03d}.yaml").write_text(spec)
+    (specs / "job-bad.yaml").write_text(text.replace("  tensor: 2", "  tensor: 3"))
+    code, out, err = run(str(specs), "-o", str(tmp_path / "out"))
+    assert code == 1
+    written = [line.split(":")[0] for line in err.splitlines() if "written" in line]
+    assert written == sorted(written) and len(written) == count
+    assert out.count("[parallel-divisibility]") == 1
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [f"job-{i:03d}" for i in range(count)]
+    launch = (tmp_path / "out" / "job-007" / "launch.sh").read_text()
+    assert "RUN_ROOT=/mnt/megatron/runs/job-007\n" in launch
+    code, _, err = run("--check", str(specs), "-o", str(tmp_path / "out"))
+    assert code == 1 and err.count("is up to date") == count  # the bad spec still fails
