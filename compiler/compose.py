@@ -169,39 +169,9 @@ def _resolve(path: str, display: str, stack: tuple[str, ...], out: Composed) -> 
 def _expects_string(path: tuple) -> bool:
     """Whether the JobSpec field at `path` takes a string, so a --set value stays text (a commit of
     40 digits, a tag like 3.10)."""
-    from pydantic import BaseModel
+    from .models import annotation_at
 
-    from .models import JobSpec
-
-    annotation: Any = JobSpec
-    for part in path:
-        annotation = _unwrap(annotation)
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            fields = annotation.model_fields
-            info = fields.get(part) or next((f for f in fields.values() if f.alias == part), None)
-            if info is None:
-                return False
-            annotation = info.annotation
-        elif typing.get_origin(annotation) is dict:
-            annotation = typing.get_args(annotation)[1]
-        else:
-            return False
-    return _unwrap(annotation) is str
-
-
-def _unwrap(annotation: Any) -> Any:
-    """Optional[X] and Annotated[X, …] -> X."""
-    while True:
-        origin = typing.get_origin(annotation)
-        if origin is typing.Annotated:
-            annotation = typing.get_args(annotation)[0]
-        elif origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-            args = [a for a in typing.get_args(annotation) if a is not type(None)]
-            if len(args) != 1:
-                return annotation
-            annotation = args[0]
-        else:
-            return annotation
+    return annotation_at(path) is str
 
 
 def apply_override(doc: SourceDoc, override: Override) -> tuple[SourceDoc | None, list[Diagnostic]]:

@@ -11,7 +11,7 @@ def explain_data(plan: Plan) -> dict:
     """The plan's derived values as a JSON-ready dict with a stable key order."""
     par = plan.parallel
     launch = plan.launch
-    log_dir = launch.log_dir.as_text().replace("$RUN_ROOT", plan.run_root)
+    log_dir = launch.log_dir_shown
     return {
         "spec": plan.header.spec,
         "name": plan.name,

@@ -11,7 +11,9 @@ break a line in a generated artifact.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+import types
+import typing
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic_core import PydanticCustomError
@@ -287,6 +289,46 @@ class JobSpec(_Section):
     storage: Storage
     parallelism: Parallelism = Field(default_factory=Parallelism)
     training: Training = Field(default_factory=Training)
+
+
+def unwrap(annotation: Any) -> Any:
+    """Optional[X] and Annotated[X, …] -> X."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(args) != 1:
+                return annotation
+            annotation = args[0]
+        else:
+            return annotation
+
+
+def key_names(model: type[BaseModel]) -> list[str]:
+    """A model's keys as a spec spells them (aliases, such as batch.global)."""
+    return [info.alias or name for name, info in model.model_fields.items()]
+
+
+def annotation_at(path: tuple) -> Any:
+    """The type the spec takes at a key path (a model class, str, int, …), or None for no such key."""
+    annotation: Any = JobSpec
+    for part in path:
+        annotation = unwrap(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            fields = annotation.model_fields
+            info = fields.get(part) or next((f for f in fields.values() if f.alias == part), None)
+            if info is None:
+                return None
+            annotation = info.annotation
+        elif typing.get_origin(annotation) is dict:
+            annotation = typing.get_args(annotation)[1]
+        elif typing.get_origin(annotation) is list and isinstance(part, int):
+            annotation = typing.get_args(annotation)[0]
+        else:
+            return None
+    return unwrap(annotation)
 
 
 # Sections validated one by one, so that rules can run on the parts that did validate.

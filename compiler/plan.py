@@ -128,6 +128,7 @@ class LaunchPlan(NamedTuple):
     multi_worker: bool
     default_master_port: int
     log_dir: Word
+    log_dir_shown: str  # the log directory as a reader sees it: the run root spelt out
     torchrun: tuple[tuple[Word, ...], ...]  # argv lines: a flag and its values share a line
     tee: tuple[Word, ...]  # tee -i [-a] "$TRAIN_LOG": resume appends to the earlier log
     env: tuple[tuple[str, str], ...]  # sorted (name, value)
@@ -341,7 +342,7 @@ def _bytes(value: int) -> str:
 def _report(spec: JobSpec, world: int, parallel: ParallelPlan, launch: LaunchPlan, run_root: str,
             reference: str, pretrain: PretrainPlan | None) -> tuple[ReportSection, ...]:
     res = spec.resources
-    log_dir = launch.log_dir.as_text().replace("$RUN_ROOT", run_root)
+    log_dir = launch.log_dir_shown
     sections = [
         ReportSection("Job", (
             ("name", spec.name),
@@ -461,7 +462,8 @@ def build_plan(spec: JobSpec, spec_display: str) -> Plan:
     launch = LaunchPlan(
         run_root=run_root, megatron_root=root, datasets_dir=megatron.datasets_dir,
         expected_gpus=res.gpus_per_worker, expected_nodes=res.workers, last_node_rank=res.workers - 1,
-        multi_worker=multi, default_master_port=DEFAULT_MASTER_PORT, log_dir=log_dir, torchrun=torchrun,
+        multi_worker=multi, default_master_port=DEFAULT_MASTER_PORT, log_dir=log_dir,
+        log_dir_shown=log_dir.as_text().replace("$RUN_ROOT", run_root), torchrun=torchrun,
         tee=(Word.lit("tee"), Word.lit("-i")) + ((Word.lit("-a"),) if resume else ())
         + (Word((Var("TRAIN_LOG"),)),),
         env=tuple(sorted(env.items())), has_env=bool(env),

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from .diagnostics import Diagnostic, Severity, dotted
-from .models import SECTIONS, JobSpec
+from .models import SECTIONS, JobSpec, annotation_at, key_names
 from .rules import RuleContext, run_rules
 from .source import SourceDoc
 
@@ -87,11 +87,8 @@ class _Locator:
 
 def _model_at(path: tuple) -> type[BaseModel] | None:
     """The model class that owns the mapping at `path` (for did-you-mean and missing keys)."""
-    if path == ():
-        return JobSpec
-    if len(path) == 1 and isinstance(path[0], str):
-        return SECTIONS.get(path[0])
-    return None
+    annotation = annotation_at(path)
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
 
 
 def _did_you_mean(word: str, parent: tuple) -> str | None:
@@ -100,7 +97,7 @@ def _did_you_mean(word: str, parent: tuple) -> str | None:
         return None
     import difflib  # only a misspelt key needs it
 
-    matches = difflib.get_close_matches(word, list(model.model_fields), n=1, cutoff=0.6)
+    matches = difflib.get_close_matches(word, key_names(model), n=1, cutoff=0.6)
     return matches[0] if matches else None
 
 
@@ -128,7 +125,7 @@ def pydantic_to_diagnostics(error: ValidationError, doc: SourceDoc, base: tuple 
             if guess:
                 message += f"; did you mean '{guess}'?"
             model = _model_at(parent)
-            hint = None if guess or model is None else "allowed keys: " + ", ".join(model.model_fields)
+            hint = None if guess or model is None else "allowed keys: " + ", ".join(key_names(model))
             out.append(at.diag("unknown-key", message, path, key=True, hint=hint))
         elif kind == "literal_error" and path == ("version",):
             out.append(at.diag(
