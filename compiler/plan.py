@@ -400,7 +400,8 @@ def _report(spec: JobSpec, world: int, parallel: ParallelPlan, launch: LaunchPla
                 ("GPU memory", "unknown: set resources.gpu_memory_gb" if est.gpu_memory_gb is None
                  else f"{est.gpu_memory_gb:g} GB, peak at {est.peak_fraction_of_gpu:.0%}"),
                 ("checkpoint per save", _bytes(est.checkpoint_bytes_per_save)),
-                ("checkpoints retained", f"{est.checkpoint_saves} saves, {_bytes(est.checkpoint_bytes_retained)}"),
+                ("checkpoints retained", f"{est.checkpoint_saves} save{'s' if est.checkpoint_saves != 1 else ''}, "
+                                         f"{_bytes(est.checkpoint_bytes_retained)}"),
             ]
         sections.append(ReportSection("Training and estimates", tuple(rows)))
     return tuple(sections)
