@@ -156,6 +156,19 @@ def _check_written(path: Path, fmt: str, out: TextIO, err: TextIO) -> int:
     return EXIT_OK if result.ok else EXIT_FAIL
 
 
+def _relative_to_spec(base: str, spec: "Path") -> str:
+    """An `extends` path as written in the spec: relative to the spec's directory."""
+    return os.path.relpath(os.path.abspath(base), os.path.abspath(spec.parent or "."))
+
+
+def _refuses_overwrite(target: "Path", force: bool, err: TextIO) -> bool:
+    """True (after saying so) when a new spec would replace an existing file without --force."""
+    if target.exists() and not force:
+        err.write(f"{target} exists: not overwriting it (--force replaces it)\n")
+        return True
+    return False
+
+
 def run_import(argv: list[str], out: TextIO, err: TextIO) -> int:
     """`megatron-compile import SCRIPT -o specs/NAME.yaml [--extends BASE] [-- SCRIPT-ARGS…]`."""
     from pathlib import Path
@@ -186,8 +199,7 @@ def run_import(argv: list[str], out: TextIO, err: TextIO) -> int:
     from .importer import ImportFailed, import_script, render_spec
 
     target = Path(args.output)
-    if target.exists() and not args.force:
-        err.write(f"{target} exists: not overwriting it (--force replaces it)\n")
+    if _refuses_overwrite(target, args.force, err):
         return EXIT_FAIL
     name = args.name or re.sub(r"[^a-z0-9-]+", "-", target.stem.lower()).strip("-")[:63] or "imported"
     env = dict(item.split("=", 1) for item in args.env if "=" in item)
@@ -200,7 +212,7 @@ def run_import(argv: list[str], out: TextIO, err: TextIO) -> int:
     if extends is None and (target.parent / "base.yaml").is_file() and target.name != "base.yaml":
         extends = "base.yaml"
     elif extends is not None:
-        extends = os.path.relpath(os.path.abspath(extends), os.path.abspath(target.parent or "."))
+        extends = _relative_to_spec(extends, target)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(render_spec(result, display_path(args.script), extends), encoding="utf-8")
     err.write(f"wrote {target}\n")
@@ -231,12 +243,9 @@ def run_init(argv: list[str], out: TextIO, err: TextIO) -> int:
     from .scaffold import scaffold
 
     target = Path(args.output or f"specs/{args.name}.yaml")
-    if target.exists() and not args.force:
-        err.write(f"{target} exists: not overwriting it (--force replaces it)\n")
+    if _refuses_overwrite(target, args.force, err):
         return EXIT_FAIL
-    extends = None
-    if args.extends:
-        extends = os.path.relpath(os.path.abspath(args.extends), os.path.abspath(target.parent or "."))
+    extends = _relative_to_spec(args.extends, target) if args.extends else None
     text = scaffold(args.name, workers=args.workers, gpus_per_worker=args.gpus_per_worker, tensor=args.tp,
                     pipeline=args.pp, context=args.cp, extends=extends)
     # Refuse an impossible layout with the compiler's own diagnostics, before anything is written.

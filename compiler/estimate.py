@@ -15,6 +15,7 @@ import re
 from typing import NamedTuple
 from typing import Any
 
+from .layout import data_parallel_size, model_parallel_size, world_size
 from .pretrain import ffn_hidden_size, num_microbatches, padded_vocab_size, virtual_pipeline_size, vocab_size
 
 MB = 1024 * 1024
@@ -177,14 +178,13 @@ def gpu_memory_gb(resources: Any) -> float | None:
 
 def layout_of(resources: Any, parallelism: Any) -> Layout | None:
     """The parallel layout of validated sections, or None when the sizes do not divide the world."""
-    world = resources.workers * resources.gpus_per_worker
-    product = parallelism.tensor * parallelism.pipeline * parallelism.context
-    if world % product:
+    world = world_size(resources.workers, resources.gpus_per_worker)
+    if world % model_parallel_size(parallelism.tensor, parallelism.pipeline, parallelism.context):
         return None
     return Layout(
         world=world, tensor=parallelism.tensor, pipeline=parallelism.pipeline, context=parallelism.context,
         expert=parallelism.expert, expert_tensor=parallelism.expert_tensor or parallelism.tensor,
-        data=world // product,
+        data=data_parallel_size(world, parallelism.tensor, parallelism.pipeline, parallelism.context),
     )
 
 

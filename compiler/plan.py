@@ -270,7 +270,7 @@ def shard_ranks(layout: RankLayout) -> tuple[int, ...]:
     return tuple(sorted(group[0] for group in layout.data))
 
 
-def _verify_plan(spec: JobSpec, run_root: str, layout: RankLayout, pretrain: PretrainPlan | None,
+def _verify_plan(spec: JobSpec, run_root: str, parallel: ParallelPlan, pretrain: PretrainPlan | None,
                  bounded: bool) -> VerifyPlan:
     res = spec.resources
     workers, gpus = res.workers, res.gpus_per_worker
@@ -293,16 +293,16 @@ def _verify_plan(spec: JobSpec, run_root: str, layout: RankLayout, pretrain: Pre
                                  _under_run_root(d + "train.log"), BOUNDED_EXAMPLE_ITERATIONS, gpus))
             checks.append(_check("check_count", f"'Successfully loaded the model' on every rank{who}",
                                  _under_run_root(d + "train.log"), "Successfully loaded the model", gpus))
-    ranks = shard_ranks(layout)
+    ranks = shard_ranks(parallel.layout)
     if bounded:
         ckpt = "ckpt/"
     elif pretrain is not None:
         first, last = log_dirs[0], log_dirs[-1]
-        sizes = (("world_size", spec.resources.workers * gpus), ("tensor_model_parallel_size", spec.parallelism.tensor),
-                 ("pipeline_model_parallel_size", spec.parallelism.pipeline),
-                 ("context_parallel_size", spec.parallelism.context),
-                 ("expert_model_parallel_size", spec.parallelism.expert),
-                 ("data_parallel_size", layout_data_size(layout)))
+        sizes = (("world_size", world_size(workers, gpus)), ("tensor_model_parallel_size", parallel.tensor),
+                 ("pipeline_model_parallel_size", parallel.pipeline),
+                 ("context_parallel_size", parallel.context),
+                 ("expert_model_parallel_size", parallel.expert),
+                 ("data_parallel_size", parallel.data))
         for name, value in sizes:
             checks.append(_check("check_argument", f"Megatron argument {name}", _under_run_root(first + "train.log"),
                                  name, value))
@@ -320,11 +320,6 @@ def _verify_plan(spec: JobSpec, run_root: str, layout: RankLayout, pretrain: Pre
     for rank in ranks:
         checks.append(_check("check_file", f"checkpoint shard of rank {rank}", _under_run_root(f"{ckpt}__{rank}_0.distcp")))
     return VerifyPlan(checks=tuple(checks), run_root=run_root)
-
-
-def layout_data_size(layout: RankLayout) -> int:
-    """The data-parallel size of a layout: the size of its data-parallel groups."""
-    return len(layout.data[0])
 
 
 def _groups_text(groups: list[list[int]]) -> str:
@@ -477,7 +472,7 @@ def build_plan(spec: JobSpec, spec_display: str) -> Plan:
         worker_ranks=tuple(tuple(r) for r in worker_ranks(res.workers, res.gpus_per_worker)),
     )
     bounded = is_bounded_example(spec.training.script, root)
-    verify = _verify_plan(spec, run_root, parallel.layout, pretrain, bounded)
+    verify = _verify_plan(spec, run_root, parallel, pretrain, bounded)
     job = JobPlan(
         name=spec.name, image=reference, workers=res.workers, gpus_per_worker=res.gpus_per_worker,
         worker_flavor=res.worker_flavor, distributed_framework="pytorch_ddp" if multi else "single",

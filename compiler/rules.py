@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Iterator
 from pydantic import BaseModel
 
 from .diagnostics import Diagnostic, Severity, dotted
-from .layout import divisors, is_within, model_parallel_size, normalize_path, world_size
+from .layout import data_parallel_size, divisors, is_within, model_parallel_size, normalize_path, world_size
 from .pretrain import (
     BOUNDED_EXAMPLE, PRETRAIN_SCRIPT, PRETRAIN_SECTIONS, REQUIRED_SECTIONS, is_bounded_example, is_pretrain,
     virtual_pipeline_size,
@@ -398,7 +398,7 @@ def check_megatron_batch(ctx: RuleContext) -> Iterator[Diagnostic]:
     product = model_parallel_size(par.tensor, par.pipeline, par.context)
     if world % product:
         return  # parallel-divisibility reports it; DP is undefined
-    dp = world // product
+    dp = data_parallel_size(world, par.tensor, par.pipeline, par.context)
     # megatron/core/num_microbatches_calculator.py:381: global % (micro × DP) == 0
     if t.batch.global_ % (t.batch.micro * dp):
         yield ctx.locate(
