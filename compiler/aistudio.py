@@ -12,8 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-JOB_SCHEMA_ID = "aistudio-job.schema.json"
-JOB_DOCUMENT_VERSION = 1
+from .jobdoc import GENERATED_NOTICE, JOB_DOCUMENT_VERSION, JOB_SCHEMA_ID
 
 
 class GeneratedBy(BaseModel):
@@ -24,9 +23,7 @@ class GeneratedBy(BaseModel):
     spec: str = Field(description="the spec this document was compiled from")
     spec_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     regenerate: str = Field(description="the command that regenerates this file")
-    notice: Literal["Generated file: do not edit; change the spec and regenerate."] = (
-        "Generated file: do not edit; change the spec and regenerate."
-    )
+    notice: Literal[GENERATED_NOTICE] = GENERATED_NOTICE  # type: ignore[valid-type]
 
 
 class SharedStorage(BaseModel):

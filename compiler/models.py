@@ -6,97 +6,49 @@ for a field the spec sets, so an imported script round-trips to the same flags.
 Field names are the public interface (the spec's YAML keys). Cross-field rules live in rules.py,
 derived values in plan.py. Every string type rejects control characters: nothing a spec says may
 break a line in a generated artifact.
+
+The compile path does not import this module: it validates with pydantic-core and the plain Record
+classes of compiler/spec.py, both derived from these models (compiler/coreschema.py). After
+changing a model, run `python -m compiler.coreschema` and `megatron-compile schema`; tests fail
+until both are regenerated.
 """
 
 from __future__ import annotations
 
-import re
 import types
 import typing
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
-from pydantic_core import PydanticCustomError
+
+from .formats import CHECKS, FORMATS, no_control
 
 SPEC_SCHEMA_ID = "megatron-job.schema.json"
 
-# C0 and C1 control characters, DEL, and the Unicode line and paragraph separators: each can end a
-# line or hide text in a shell script, a Dockerfile or a terminal.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+def _format(name: str) -> object:
+    """A string type of one of formats.FORMATS: its check, and the pattern in the JSON Schema."""
+    fmt = FORMATS[name]
+    schema: dict = {"type": "string", "pattern": fmt.pattern, "description": f"{fmt.title}: {fmt.description}",
+                    "examples": [fmt.example]}
+    return Annotated[str, AfterValidator(CHECKS[name]), WithJsonSchema(schema)]
 
 
-def _no_control(value: str) -> str:
-    match = _CONTROL.search(value)
-    if match:
-        raise PydanticCustomError(
-            "unsafe_character",
-            "contains the control character {char} at position {pos}; newlines and control characters "
-            "cannot be made safe in a generated script",
-            {"char": repr(match.group()), "pos": match.start()},
-        )
-    return value
+Text = Annotated[str, AfterValidator(no_control)]
+NonEmptyText = Annotated[str, Field(min_length=1), AfterValidator(no_control)]
 
-
-def _format(pattern: str, description: str, *, title: str, example: str | None = None) -> object:
-    """A string type that must match `pattern`, with a readable error and the pattern in the schema."""
-    compiled = re.compile(pattern)
-
-    def check(value: str) -> str:
-        _no_control(value)
-        if not compiled.fullmatch(value):
-            raise PydanticCustomError("format", "must be " + description + " (got {value})", {"value": repr(value)})
-        return value
-
-    schema: dict = {"type": "string", "pattern": pattern, "description": f"{title}: {description}"}
-    if example is not None:
-        schema["examples"] = [example]
-    return Annotated[str, AfterValidator(check), WithJsonSchema(schema)]
-
-
-Text = Annotated[str, AfterValidator(_no_control)]
-NonEmptyText = Annotated[str, Field(min_length=1), AfterValidator(_no_control)]
-
-RunName = _format(
-    r"[a-z0-9][a-z0-9-]{0,62}",
-    "1-63 lowercase letters, digits and '-', starting with a letter or digit",
-    title="run name", example="mcore-tp2-01",
-)
-Commit = _format(
-    r"[0-9a-f]{40}", "a full git commit id: 40 lowercase hex digits", title="commit",
-    example="571370c829ca768fe37244f4e2e7f28d8accc4ab",
-)
-# distribution/reference's grammar, without a digest-only form: [host[:port]/]path[:tag][@digest]
-_HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?)"
-_COMPONENT = r"(?:[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)"
-_TAG = r"(?:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})"
-ImageReference = _format(
-    rf"(?:{_HOST}/)?{_COMPONENT}(?:/{_COMPONENT})*(?::{_TAG})?(?:@sha256:[0-9a-f]{{64}})?",
-    "an image reference such as nvcr.io/nvidia/pytorch:25.03-py3", title="image reference",
-    example="nvcr.io/nvidia/pytorch:25.03-py3",
-)
-Platform = _format(
-    r"[a-z0-9]+/[a-z0-9_]+(?:/v[0-9]+)?", "an OCI platform such as linux/amd64", title="platform",
-    example="linux/amd64",
-)
-RegistryHost = _format(_HOST, "a registry host name, optionally with :port", title="registry",
-                       example="cr.infini-ai.com")
-PathComponent = _format(_COMPONENT, "lowercase letters and digits, separated by '.', '_' or '-'",
-                        title="namespace", example="te-0123456789abcdef")
-Repository = _format(rf"{_COMPONENT}(?:/{_COMPONENT})*", "a repository path such as megatron-core",
-                     title="repository", example="megatron-core")
-Tag = _format(_TAG, "an image tag: letters, digits, '_', '.', '-', at most 128, not starting with '.' or '-'",
-              title="tag", example="0.18.2-cu128")
-GitUrl = _format(
-    r"(?:https?|ssh|git)://[^\s'\"\\]+|git@[^\s'\"\\:]+:[^\s'\"\\]+",
-    "a git URL (https://, ssh://, git:// or git@host:path) without spaces, quotes or backslashes",
-    title="git URL", example="https://github.com/NVIDIA/Megatron-LM.git",
-)
-AbsolutePath = _format(r"/[^\x00]*", "an absolute POSIX path (starting with '/')", title="absolute path",
-                       example="/mnt/megatron")
-Split = _format(r"[0-9]+(?:,[0-9]+){0,2}", "train,valid,test weights such as 949,50,1", title="split",
-                example="949,50,1")
-EnvName = _format(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name: letters, digits and '_'",
-                  title="environment variable", example="NCCL_DEBUG")
+RunName = _format("RunName")
+Commit = _format("Commit")
+ImageReference = _format("ImageReference")
+Platform = _format("Platform")
+RegistryHost = _format("RegistryHost")
+PathComponent = _format("PathComponent")
+Repository = _format("Repository")
+Tag = _format("Tag")
+GitUrl = _format("GitUrl")
+AbsolutePath = _format("AbsolutePath")
+Split = _format("Split")
+EnvName = _format("EnvName")
 
 
 # defer_build: validators are built on first use, not at import, so that `--help` and a spec that
@@ -329,14 +281,3 @@ def annotation_at(path: tuple) -> Any:
         else:
             return None
     return unwrap(annotation)
-
-
-# Sections validated one by one, so that rules can run on the parts that did validate.
-SECTIONS: dict[str, type[_Section]] = {
-    "image": Image,
-    "megatron": Megatron,
-    "resources": Resources,
-    "storage": Storage,
-    "parallelism": Parallelism,
-    "training": Training,
-}

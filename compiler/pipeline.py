@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 from .compose import Override, compose
 from .diagnostics import Diagnostic
-from .models import JobSpec
+from .spec import JobSpec
 from .plan import Plan, build_plan
 from .render import render
 from .validate import validate

@@ -16,7 +16,7 @@ from . import __version__
 from .layout import (
     RankLayout, data_parallel_size, normalize_path, rank_layout, worker_ranks, world_size,
 )
-from .models import JobSpec
+from .spec import JobSpec
 
 if typing.TYPE_CHECKING:
     from .estimate import Estimate

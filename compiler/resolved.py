@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from .models import JobSpec
+from .spec import JobSpec
 from .plan import spec_digest
 
 

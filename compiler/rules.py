@@ -12,8 +12,7 @@ import re
 from typing import NamedTuple
 from typing import Any, Callable, Iterable, Iterator
 
-from pydantic import BaseModel
-
+from .coreschema import Record
 from .diagnostics import Diagnostic, Severity, dotted
 from .layout import data_parallel_size, divisors, is_within, model_parallel_size, normalize_path, world_size
 from .pretrain import (
@@ -48,7 +47,7 @@ _CREDENTIALS = (
 
 class RuleContext(NamedTuple):
     doc: SourceDoc
-    sections: dict[str, BaseModel]
+    sections: dict[str, Record]
     name: str | None
     locate: Callable[..., Diagnostic]  # (code, message, path, *, key=False, hint=None, severity=…)
 

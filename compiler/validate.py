@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic_core import ValidationError
 
+from . import coreschema
 from .diagnostics import Diagnostic, Severity, dotted
-from .models import SECTIONS, JobSpec, annotation_at, key_names
 from .rules import RuleContext, run_rules
 from .source import SourceDoc
+from .spec import JobSpec
 
 
 def describe(value: Any) -> str:
@@ -85,10 +86,22 @@ class _Locator:
         return Diagnostic(code=code, severity=severity, message=message, hint=hint, key_path=path, **where)
 
 
-def _model_at(path: tuple) -> type[BaseModel] | None:
-    """The model class that owns the mapping at `path` (for did-you-mean and missing keys)."""
+def _model_at(path: tuple) -> Any:
+    """The model class that owns the mapping at `path` (for did-you-mean and missing keys).
+
+    The pydantic models are imported only here, for a spec with an unknown key."""
+    from pydantic import BaseModel
+
+    from .models import annotation_at
+
     annotation = annotation_at(path)
     return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def _key_names(model: Any) -> list[str]:
+    from .models import key_names
+
+    return key_names(model)
 
 
 def _did_you_mean(word: str, parent: tuple) -> str | None:
@@ -97,7 +110,7 @@ def _did_you_mean(word: str, parent: tuple) -> str | None:
         return None
     import difflib  # only a misspelt key needs it
 
-    matches = difflib.get_close_matches(word, key_names(model), n=1, cutoff=0.6)
+    matches = difflib.get_close_matches(word, _key_names(model), n=1, cutoff=0.6)
     return matches[0] if matches else None
 
 
@@ -125,7 +138,7 @@ def pydantic_to_diagnostics(error: ValidationError, doc: SourceDoc, base: tuple 
             if guess:
                 message += f"; did you mean '{guess}'?"
             model = _model_at(parent)
-            hint = None if guess or model is None else "allowed keys: " + ", ".join(key_names(model))
+            hint = None if guess or model is None else "allowed keys: " + ", ".join(_key_names(model))
             out.append(at.diag("unknown-key", message, path, key=True, hint=hint))
         elif kind == "literal_error" and path == ("version",):
             out.append(at.diag(
@@ -186,20 +199,20 @@ def validate(doc: SourceDoc) -> tuple[JobSpec | None, list[Diagnostic]]:
     diags: list[Diagnostic] = []
     spec: JobSpec | None = None
     try:
-        spec = JobSpec.model_validate(doc.data)
+        spec = coreschema.validator().validate_python(doc.data)
     except ValidationError as exc:
         diags.extend(_drop_missing_explained_by_typos(pydantic_to_diagnostics(exc, doc)))
     # The rules see each section that validated on its own, even when another one failed.
-    sections: dict[str, BaseModel] = {}
+    sections: dict[str, Any] = {}
     if spec is not None:
-        sections = {name: getattr(spec, name) for name in SECTIONS}
+        sections = {name: getattr(spec, name) for name in coreschema.SECTIONS}
     else:
-        for name, model in SECTIONS.items():
+        for name in coreschema.SECTIONS:
             raw = doc.data.get(name, {} if name in ("parallelism", "training") else None)
             if not isinstance(raw, dict):
                 continue
             try:
-                sections[name] = model.model_validate(raw)
+                sections[name] = coreschema.section_validator(name).validate_python(raw)
             except ValidationError:
                 pass
     name = doc.data.get("name") if isinstance(doc.data.get("name"), str) else None

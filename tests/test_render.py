@@ -109,3 +109,18 @@ def test_spec_values_with_quotes_render_safely(tmp_path):
     launch = result.files["launch.sh"]
     assert "export NOTE='say \"hi\"; `id`'\n" in launch
     assert "  '/mnt/megatron/code/my train.py' \\\n  \"--name=it's\" \\\n  '$(id)' 2>&1" in launch
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4), max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON_VALUES)
+def test_job_json_text_is_json_dumps_with_an_indent(value):
+    import json
+
+    from compiler.render import to_json
+
+    assert to_json(value) == json.dumps(value, indent=2, ensure_ascii=False) + "\n"
