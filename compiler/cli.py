@@ -52,13 +52,26 @@ def _parser() -> argparse.ArgumentParser:
 def display_path(path: str) -> str:
     """How a spec path is printed and recorded: relative to the working directory when below it,
     else its last two components, never a machine's absolute path."""
-    from pathlib import Path
+    absolute = os.path.realpath(path)
+    cwd = _real_cwd()
+    prefix = cwd if cwd.endswith("/") else cwd + "/"
+    if absolute.startswith(prefix):
+        return absolute[len(prefix):]
+    if absolute == cwd:
+        return "."
+    from pathlib import PurePosixPath
 
-    absolute = Path(path).resolve()
-    try:
-        return absolute.relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return "/".join(absolute.parts[-2:])
+    return "/".join(PurePosixPath(absolute).parts[-2:])
+
+
+_REAL_CWD: dict[str, str] = {}
+
+
+def _real_cwd() -> str:
+    cwd = os.getcwd()
+    if cwd not in _REAL_CWD:
+        _REAL_CWD[cwd] = os.path.realpath(cwd)
+    return _REAL_CWD[cwd]
 
 
 def _specs_in(directory: str) -> list[str]:
@@ -299,32 +312,44 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
 
 def _bases_of(specs: list[str]) -> set[str]:
     """Real paths of the files that the given specs name in `extends`, read cheaply (only files with
-    an `extends:` line are parsed), so that bases are known before anything is compiled."""
-    from pathlib import Path
-
+    an `extends:` line are parsed; a one-line plain `extends: base.yaml` is not even parsed), so
+    that bases are known before anything is compiled."""
     import re
 
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    block = re.compile(r"^extends\s*:.*(?:\n[ \t-].*)*", re.M)
+    plain = re.compile(r"extends\s*:[ \t]+([A-Za-z0-9_./][A-Za-z0-9_./-]*\.ya?ml)[ \t]*(?:#.*)?")
     bases: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     for path in specs:
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
         except (OSError, UnicodeDecodeError):
             continue
-        match = re.search(r"^extends\s*:.*(?:\n[ \t-].*)*", text, re.M)
+        match = block.search(text)
         if match is None:
             continue
-        try:  # just the `extends:` entry and its indented continuation lines
-            data = yaml.load(match.group(0), Loader=loader)
-        except yaml.YAMLError:
-            continue
-        raw = data.get("extends") if isinstance(data, dict) else None
-        for entry in [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []:
-            if isinstance(entry, str):
-                bases.add(os.path.realpath(os.path.join(os.path.dirname(path), entry)))
+        simple = plain.fullmatch(match.group(0))
+        entries = [simple.group(1)] if simple else _extends_entries(match.group(0))
+        directory = os.path.dirname(path)
+        for entry in entries:
+            if (directory, entry) not in seen:
+                seen.add((directory, entry))
+                bases.add(os.path.realpath(os.path.join(directory, entry)))
     return bases
+
+
+def _extends_entries(text: str) -> list[str]:
+    """The paths of an `extends:` entry (and its continuation lines), parsed as YAML."""
+    import yaml
+
+    try:
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return []
+    raw = data.get("extends") if isinstance(data, dict) else None
+    entries = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
+    return [entry for entry in entries if isinstance(entry, str)]
 
 
 class _Outcome:

@@ -8,17 +8,35 @@ can say "`3.10` was read as the float 3.1; quote it".
 
 from __future__ import annotations
 
-from typing import NamedTuple
-from typing import Any
+from functools import lru_cache
+from typing import Any, NamedTuple
 
 import yaml
 
 from .diagnostics import Diagnostic, Span, make_error
 
 try:  # the C parser is several times faster and gives the same marks
-    _Loader: type = yaml.CSafeLoader  # type: ignore[attr-defined]
+    _Base: type = yaml.CSafeLoader  # type: ignore[attr-defined]
 except AttributeError:  # pragma: no cover - depends on how PyYAML was built
-    _Loader = yaml.SafeLoader
+    _Base = yaml.SafeLoader
+
+_RESOLVER = yaml.resolver.Resolver()
+
+
+@lru_cache(maxsize=4096)
+def _resolve(kind: type, value: str, implicit: tuple) -> str:
+    return _RESOLVER.resolve(kind, value, implicit)
+
+
+class _Loader(_Base):  # type: ignore[valid-type,misc]
+    """The safe loader, with the tag of each scalar memoised: resolving it is the slowest part of
+    composing a small spec, and the same scalars recur across specs (a resolver without path
+    resolvers is a pure function of its arguments)."""
+
+    def resolve(self, kind: type, value: Any, implicit: Any) -> str:
+        if kind is yaml.ScalarNode and isinstance(value, str):
+            return _resolve(kind, value, tuple(implicit))
+        return super().resolve(kind, value, implicit)
 
 KeyPath = tuple  # tuple[str | int, ...]
 
@@ -78,18 +96,24 @@ class _Abort(Exception):
     """Stops construction once a diagnostic that makes the rest meaningless is recorded."""
 
 
-def _clamp(text: str, line0: int, col0: int) -> tuple[int, int]:
-    """0-based parser marks -> 1-based (line, column) that lie inside `text`."""
+def _line_lengths(text: str) -> list[int]:
     lines = text.split("\n")
     if len(lines) > 1 and lines[-1] == "":
         lines.pop()
-    line0 = max(0, min(line0, len(lines) - 1))
-    col0 = max(0, min(col0, len(lines[line0])))
+    return [len(line) for line in lines]
+
+
+def _clamp(text: str, line0: int, col0: int, lengths: list[int] | None = None) -> tuple[int, int]:
+    """0-based parser marks -> 1-based (line, column) that lie inside `text` (whose line lengths
+    may be given, computed once per document)."""
+    lengths = _line_lengths(text) if lengths is None else lengths
+    line0 = max(0, min(line0, len(lengths) - 1))
+    col0 = max(0, min(col0, lengths[line0]))
     return line0 + 1, col0 + 1
 
 
-def _span(text: str, node: yaml.Node) -> Span:
-    line, col = _clamp(text, node.start_mark.line, node.start_mark.column)
+def _span(text: str, node: yaml.Node, lengths: list[int] | None = None) -> Span:
+    line, col = _clamp(text, node.start_mark.line, node.start_mark.column, lengths)
     end_line, end_col = node.end_mark.line + 1, node.end_mark.column + 1
     return Span(line, col, max(end_line, line), end_col)
 
@@ -98,14 +122,26 @@ class _Builder:
     def __init__(self, file: str, text: str) -> None:
         self.file = file
         self.text = text
+        self.lengths = _line_lengths(text)
         self.values: dict = {}
         self.keys: dict = {}
         self.spellings: dict = {}
         self.diags: list[Diagnostic] = []
         self.nodes = 0
 
+    def location(self, node: yaml.Node) -> Location:
+        """_span's result without its clamping where the mark already lies inside the text."""
+        start, end = node.start_mark, node.end_mark
+        line0, col0 = start.line, start.column
+        lengths = self.lengths
+        if line0 >= len(lengths) or col0 > lengths[line0]:
+            line0, col0 = _clamp(self.text, line0, col0, lengths)
+            line0, col0 = line0 - 1, col0 - 1
+        line, end_line = line0 + 1, end.line + 1
+        return Location(self.file, Span(line, col0 + 1, end_line if end_line > line else line, end.column + 1))
+
     def error(self, code: str, message: str, node: yaml.Node, path: KeyPath, hint: str | None = None) -> None:
-        span = _span(self.text, node)
+        span = _span(self.text, node, self.lengths)
         self.diags.append(
             make_error(
                 code, message, hint=hint, file=self.file, line=span.line, column=span.column,
@@ -122,7 +158,7 @@ class _Builder:
                 node, path, hint="a job spec needs no deep anchors or aliases; write the values out",
             )
             raise _Abort
-        self.values[path] = Location(self.file, _span(self.text, node))
+        self.values[path] = self.location(node)
         if isinstance(node, yaml.ScalarNode):
             return self.scalar(node, path)
         if isinstance(node, yaml.SequenceNode):
@@ -156,7 +192,7 @@ class _Builder:
                     key_node, child, hint="remove one of them; YAML would silently keep the last",
                 )
                 continue
-            self.keys[child] = Location(self.file, _span(self.text, key_node))
+            self.keys[child] = self.location(key_node)
             result[key] = self.build(value_node, child, depth + 1)
         return result
 

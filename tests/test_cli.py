@@ -1,6 +1,7 @@
 """The command line: exit codes, output formats, --explain, --werror, nothing written on errors."""
 
 import io
+import os
 import json
 import shutil
 
@@ -166,3 +167,17 @@ def test_a_large_batch_runs_on_workers_and_reports_in_spec_order(tmp_path, in_re
     assert "RUN_ROOT=/mnt/megatron/runs/job-007\n" in launch
     code, _, err = run("--check", str(specs), "-o", str(tmp_path / "out"))
     assert code == 1 and err.count("is up to date") == count  # the bad spec still fails
+
+
+def test_bases_found_before_compiling_match_what_yaml_reads(tmp_path):
+    from compiler.cli import _bases_of, _extends_entries
+
+    forms = ["extends: base.yaml\n", "extends: base.yaml  # the shared part\n", "extends: 'base.yaml'\n",
+             "extends: [a.yaml, b.yaml]\n", "extends:\n  - a.yaml\n  - sub/c.yml\n", "extends: true.yaml\n",
+             "name: x\nextends: base.yaml\nversion: 1\n", "extends: 1.0\n", "version: 1\n"]
+    for i, text in enumerate(forms):
+        spec = tmp_path / f"s{i}.yaml"
+        spec.write_text(text)
+        entries = _extends_entries(text[text.index("extends"):].split("\nversion")[0]) if "extends" in text else []
+        expected = {os.path.realpath(tmp_path / e) for e in entries}
+        assert _bases_of([str(spec)]) == expected, text

@@ -51,6 +51,50 @@ def test_disk_full_half_way_leaves_the_previous_artifacts_intact(tmp_path, monke
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before, "no file changed, no temp file left"
 
 
+def test_a_new_directory_appears_whole_with_its_modes(tmp_path):
+    target = tmp_path / "out" / "job"
+    result = write_outputs(target, FILES, force=False, spec_file="x.yaml")
+    assert not result.diagnostics and sorted(p.name for p in result.written) == sorted(FILES)
+    assert {p.name: p.read_text() for p in target.iterdir()} == FILES
+    assert (target / "a.sh").stat().st_mode & 0o777 == 0o755
+    assert (target / "c.txt").stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["job"], "no temporary directory left"
+
+
+def test_disk_full_in_a_new_directory_leaves_nothing(tmp_path, monkeypatch):
+    real_write = os.write
+    calls = {"n": 0}
+
+    def failing_write(fd, data):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(emit.os, "write", failing_write)
+    result = write_outputs(tmp_path / "job", FILES, force=False, spec_file="x.yaml")
+    assert [d.code for d in result.diagnostics] == ["write-failed"]
+    assert "No space left on device" in result.diagnostics[0].message
+    assert list(tmp_path.iterdir()) == [], "neither the directory nor a temporary one"
+
+
+def test_a_directory_that_appears_meanwhile_is_written_file_by_file(tmp_path, monkeypatch):
+    target = tmp_path / "job"
+    real_rename = os.rename
+
+    def racing_rename(src, dst):
+        if str(dst) == str(target):  # another process created it, with a file of its own, first
+            target.mkdir()
+            (target / "theirs.txt").write_text("theirs\n")
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(emit.os, "rename", racing_rename)
+    result = write_outputs(target, FILES, force=False, spec_file="x.yaml")
+    assert not result.diagnostics
+    assert {p.name for p in target.iterdir()} == set(FILES) | {"theirs.txt"}
+    assert [p.name for p in tmp_path.iterdir()] == ["job"]
+
+
 def test_permission_denied_leaves_the_previous_artifacts_intact(tmp_path):
     if os.geteuid() == 0:
         # root ignores directory permissions; simulate with an unwritable path instead
