@@ -43,21 +43,22 @@ class Composed:
         self.bases: list[str] = []  # real paths of every base file used
 
 
-_cache: dict[str, tuple[int, SourceDoc | None, list[Diagnostic]]] = {}
+_cache: dict[tuple[str, str], tuple[int, SourceDoc | None, list[Diagnostic]]] = {}
 
 
 def _load_cached(path: str, display: str) -> tuple[SourceDoc | None, list[Diagnostic]]:
-    """load_file, remembered per process: many specs extend the same base."""
+    """load_file, remembered per process: many specs extend the same base. Keyed by the name
+    diagnostics print too: a file that failed to load must not report under another name."""
     real = os.path.realpath(path)
     try:
         mtime = os.stat(real).st_mtime_ns
     except OSError:
         return load_file(path, display)
-    hit = _cache.get(real)
-    if hit is not None and hit[0] == mtime and (hit[1] is None or hit[1].file == display):
+    hit = _cache.get((real, display))
+    if hit is not None and hit[0] == mtime:
         return hit[1], hit[2]
     doc, diags = load_file(path, display)
-    _cache[real] = (mtime, doc, diags)
+    _cache[(real, display)] = (mtime, doc, diags)
     return doc, diags
 
 

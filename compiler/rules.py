@@ -100,7 +100,8 @@ def check_read_only(ctx: RuleContext) -> Iterator[Diagnostic]:
 
 def check_reserved_mount(ctx: RuleContext) -> Iterator[Diagnostic]:
     mount = normalize_path(ctx.sections["storage"].mount_path)  # type: ignore[attr-defined]
-    blocked = "/" if mount == "/" else next((r for r in RESERVED_MOUNTS if is_within(mount, r)), None)
+    blocked = "/" if mount == "/" else next(
+        (r for r in RESERVED_MOUNTS if mount == r or mount.startswith(r + "/")), None)  # both normalised
     if blocked:
         what = "the root directory" if blocked == "/" else (mount if mount == blocked else f"under {blocked}")
         yield ctx.locate(
@@ -246,7 +247,26 @@ def _strings(value: Any, path: tuple) -> Iterator[tuple[tuple, str, bool]]:
 _ANY_CREDENTIAL = re.compile("|".join(f"(?:{p.pattern})" for p, _ in _CREDENTIALS), re.IGNORECASE)
 
 
+def _all_text(value: Any, out: list[str]) -> list[str]:
+    """Every string in the raw data, keys included (what _strings walks, without the paths)."""
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, list):
+        for item in value:
+            _all_text(item, out)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str):
+                out.append(key)
+            _all_text(item, out)
+    return out
+
+
 def check_credentials(ctx: RuleContext) -> Iterator[Diagnostic]:
+    # A spec almost never holds a credential: one search over all its text first (every string is
+    # in it verbatim, so nothing a string matches is missed), the walk with paths only on a match.
+    if not _ANY_CREDENTIAL.search("\n".join(_all_text(ctx.doc.data, []))):
+        return
     for path, text, is_key in _strings(ctx.doc.data, ()):
         if not _ANY_CREDENTIAL.search(text):
             continue
@@ -502,6 +522,8 @@ def check_duplicate_flags(ctx: RuleContext) -> Iterator[Diagnostic]:
         return
     from .pretrain import flag_names
 
+    if not t.args:
+        return
     owned = flag_names(_SpecView(t, ctx.sections["parallelism"], ctx.sections.get("resources")))
     for index, arg in enumerate(t.args):
         name = arg.split("=", 1)[0]

@@ -92,6 +92,9 @@ class SourceDoc(NamedTuple):
             path = path[:-1]
 
 
+_new_tuple = tuple.__new__
+
+
 class _Abort(Exception):
     """Stops construction once a diagnostic that makes the rest meaningless is recorded."""
 
@@ -138,7 +141,10 @@ class _Builder:
             line0, col0 = _clamp(self.text, line0, col0, lengths)
             line0, col0 = line0 - 1, col0 - 1
         line, end_line = line0 + 1, end.line + 1
-        return Location(self.file, Span(line, col0 + 1, end_line if end_line > line else line, end.column + 1))
+        # tuple.__new__ directly: the NamedTuples' own __new__ is a Python call, and this runs for
+        # every key and value of every spec
+        span = _new_tuple(Span, (line, col0 + 1, end_line if end_line > line else line, end.column + 1))
+        return _new_tuple(Location, (self.file, span))
 
     def error(self, code: str, message: str, node: yaml.Node, path: KeyPath, hint: str | None = None) -> None:
         span = _span(self.text, node, self.lengths)

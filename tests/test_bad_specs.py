@@ -59,3 +59,11 @@ def test_five_independent_mistakes_give_five_errors():
     errors = [d for d in result.diagnostics if d.is_error]
     assert len(errors) == 5, errors
     assert not result.files
+
+
+def test_reserved_mounts_are_written_normalised():
+    """check_reserved_mount compares a normalised mount path with them as they are written."""
+    from compiler.layout import normalize_path
+    from compiler.rules import RESERVED_MOUNTS
+
+    assert all(normalize_path(r) == r and r != "/" for r in RESERVED_MOUNTS)
