@@ -263,11 +263,44 @@ def _check(function: str, label: str, *args: Word | str | int) -> Check:
     return Check(function, (Word.lit(label),) + words)
 
 
-def shard_ranks(layout: RankLayout) -> tuple[int, ...]:
-    """The ranks whose checkpoint shards verify.sh requires: data-parallel replica 0, which holds the
-    replica_id-0 copy of every tensor (megatron/core/dist_checkpointing deduplicates the others).
-    Seen in real runs: TP=2 (ranks 0 and 1, tests/fixtures/h200-tp2-run) and TP=1 (rank 0)."""
+def shard_ranks(layout: RankLayout, fully_parallel_save: bool = False) -> tuple[int, ...]:
+    """The ranks whose torch_dist shard files (`__<rank>_0.distcp`) verify.sh requires.
+
+    Without fully parallel save (the bounded example's dist_checkpointing.save), data-parallel
+    replica 0 writes them: it holds the replica_id-0 copy of every tensor and the others are
+    deduplicated. Seen in real runs: TP=2 (ranks 0 and 1, tests/fixtures/h200-tp2-run), TP=1
+    (rank 0). pretrain_gpt.py saves fully in parallel by default (--no-ckpt-fully-parallel-save
+    turns it off; megatron/training/config/training_config.py:491 at 571370c8): the data-parallel
+    group shares the writing, so every rank writes its shard; seen in a real run with DP=2 across
+    two workers (tests/fixtures/h200-pretrain-2workers-run)."""
+    if fully_parallel_save:
+        return tuple(sorted(rank for group in layout.data for rank in group))
     return tuple(sorted(group[0] for group in layout.data))
+
+
+NO_FULLY_PARALLEL_SAVE = "--no-ckpt-fully-parallel-save"
+
+
+def _arg_names(spec: JobSpec) -> set[str]:
+    """The flag names among the spec's raw training.args (`--flag` or `--flag=value`)."""
+    return {arg.split("=", 1)[0] for arg in spec.training.args}
+
+
+def legacy_checkpoint_dirs(parallel: "ParallelPlan") -> tuple[str, ...]:
+    """The per-rank directories of a `torch` (legacy) checkpoint, as Megatron's
+    get_checkpoint_name names them: mp_rank_TT, with _PPP when pipeline-parallel and _EEE when
+    expert-parallel (megatron/training/checkpointing.py at 571370c8); data-parallel rank 0 writes."""
+    names = []
+    for tp in range(parallel.tensor):
+        for pp in range(parallel.pipeline):
+            for ep in range(parallel.expert):
+                name = f"mp_rank_{tp:02d}"
+                if parallel.pipeline > 1:
+                    name += f"_{pp:03d}"
+                if parallel.expert > 1:
+                    name += f"_{ep:03d}"
+                names.append(name)
+    return tuple(names)
 
 
 def _verify_plan(spec: JobSpec, run_root: str, parallel: ParallelPlan, pretrain: PretrainPlan | None,
@@ -293,9 +326,9 @@ def _verify_plan(spec: JobSpec, run_root: str, parallel: ParallelPlan, pretrain:
                                  _under_run_root(d + "train.log"), BOUNDED_EXAMPLE_ITERATIONS, gpus))
             checks.append(_check("check_count", f"'Successfully loaded the model' on every rank{who}",
                                  _under_run_root(d + "train.log"), "Successfully loaded the model", gpus))
-    ranks = shard_ranks(parallel.layout)
     if bounded:
-        ckpt = "ckpt/"
+        ckpt, legacy = "ckpt/", False
+        ranks = shard_ranks(parallel.layout)
     elif pretrain is not None:
         first, last = log_dirs[0], log_dirs[-1]
         sizes = (("world_size", world_size(workers, gpus)), ("tensor_model_parallel_size", parallel.tensor),
@@ -313,7 +346,14 @@ def _verify_plan(spec: JobSpec, run_root: str, parallel: ParallelPlan, pretrain:
         checks.append(_check("check_content", "latest checkpointed iteration",
                              _under_run_root("ckpt/latest_checkpointed_iteration.txt"), pretrain.train_iters))
         ckpt = f"ckpt/iter_{pretrain.train_iters:07d}/"
+        legacy = spec.training.checkpoint.format == "torch"
+        ranks = shard_ranks(parallel.layout, fully_parallel_save=NO_FULLY_PARALLEL_SAVE not in _arg_names(spec))
     else:
+        return VerifyPlan(checks=tuple(checks), run_root=run_root)
+    if legacy:
+        for name in legacy_checkpoint_dirs(parallel):
+            checks.append(_check("check_file", f"checkpoint {ckpt}{name}/model_optim_rng.pt",
+                                 _under_run_root(f"{ckpt}{name}/model_optim_rng.pt")))
         return VerifyPlan(checks=tuple(checks), run_root=run_root)
     for name in (".metadata", "metadata.json", "common.pt"):
         checks.append(_check("check_file", f"checkpoint {ckpt}{name}", _under_run_root(ckpt + name)))

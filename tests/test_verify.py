@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import FIXTURES, REPO
+from helpers import FIXTURES, REPO, resolved_text
 
 COMMIT = "571370c829ca768fe37244f4e2e7f28d8accc4ab"
 TP2 = FIXTURES / "h200-tp2-run"
@@ -242,3 +242,85 @@ def _edit(path, old, new, last=False):
 def test_usage():
     code, _, err = verify("tp2", "a", "b")
     assert code == 2 and "usage: verify.sh [--json] [RUN_ROOT]" in err
+
+
+# --- pretrain_gpt.py on 2 workers × 1 GPU (DP=2 across them), from a real run ----------------------
+
+TWO_WORKERS = FIXTURES / "h200-pretrain-2workers-run"
+
+
+def _e2e_verify(tmp_path: Path, stem: str) -> Path:
+    """tests/e2e/<stem>.yaml's verify.sh, compiled now (.e2e/ is not committed)."""
+    from compiler.pipeline import compile_spec
+
+    result = compile_spec(str(REPO / "tests" / "e2e" / f"{stem}.yaml"), f"tests/e2e/{stem}.yaml")
+    assert result.ok, result.diagnostics
+    script = tmp_path / f"{stem}-verify.sh"
+    script.write_text(result.files["verify.sh"])
+    return script
+
+
+def pretrain_2workers_run(root: Path) -> Path:
+    """The real run: each worker's log as its train.log, its runtime record, one shared checkpoint."""
+    for node in (0, 1):
+        d = root / "nodes" / f"node-{node}"
+        d.mkdir(parents=True)
+        shutil.copy(TWO_WORKERS / f"node-{node}.log", d / "train.log")
+        (d / "runtime.txt").write_text(f"torch: 2.11.0+cu130\ncuda: 13.0\ngpu_count: 1\nmegatron_commit: {COMMIT}\n"
+                                       f"nnodes: 2\nnode_rank: {node}\n")
+        (d / "exit_status").write_text("0\n")
+    (root / "ckpt").mkdir()
+    (root / "ckpt" / "latest_checkpointed_iteration.txt").write_text("20")
+    iteration = root / "ckpt" / "iter_0000020"
+    iteration.mkdir()
+    for name in (TWO_WORKERS / "ckpt_files.txt").read_text().split():
+        (iteration / name).write_bytes(b"x" * 64)
+    return root
+
+
+def test_the_real_two_worker_pretrain_run_passes(tmp_path):
+    script = _e2e_verify(tmp_path, "pretrain-mock-2workers")
+    root = pretrain_2workers_run(tmp_path / "run")
+    proc = subprocess.run(["bash", str(script), str(root)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"24 of 24 checks passed for {root}" in proc.stdout  # the real run: 23, before rank 1's shard was checked
+    assert "ok    Megatron argument data_parallel_size: expected 2, found 2" in proc.stdout
+    assert "ok    last logged iteration: expected 20, found 20" in proc.stdout
+
+
+def test_every_data_parallel_ranks_shard_is_required_with_fully_parallel_save(tmp_path):
+    script = _e2e_verify(tmp_path, "pretrain-mock-2workers")
+    root = pretrain_2workers_run(tmp_path / "run")
+    (root / "ckpt" / "iter_0000020" / "__1_0.distcp").unlink()
+    proc = subprocess.run(["bash", str(script), str(root)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert (f"FAIL  checkpoint shard of rank 1: expected a file, found nothing at "
+            f"{root}/ckpt/iter_0000020/__1_0.distcp") in proc.stdout.splitlines()
+
+
+def _shard_labels(result) -> list[str]:
+    return [c.args[0].parts[0] for c in result.plan.verify.checks if c.function == "check_file"]
+
+
+def test_without_fully_parallel_save_only_replica_zero_writes(tmp_path):
+    from helpers import compile_text
+
+    text = (REPO / "tests" / "e2e" / "pretrain-mock-2workers.yaml").read_text()
+    text = text.replace("extends: ../../specs/pretrain-mock.yaml", f"extends: {REPO / 'specs' / 'pretrain-mock.yaml'}")
+    on = compile_text(text, tmp=tmp_path)
+    off = compile_text(text + "training:\n  args: [--no-ckpt-fully-parallel-save]\n", tmp=tmp_path)
+    assert on.ok and off.ok, off.diagnostics
+    assert [x for x in _shard_labels(on) if "shard" in x] == ["checkpoint shard of rank 0", "checkpoint shard of rank 1"]
+    assert [x for x in _shard_labels(off) if "shard" in x] == ["checkpoint shard of rank 0"]
+
+
+def test_a_legacy_torch_checkpoint_is_one_file_per_model_parallel_rank(tmp_path):
+    from helpers import compile_text
+
+    text = resolved_text("pretrain-mock").replace("format: torch_dist", "format: torch")
+    text = text.replace("gpus_per_worker: 1", "gpus_per_worker: 4").replace("tensor: 1", "tensor: 2")
+    text = text.replace("pipeline: 1", "pipeline: 2")
+    result = compile_text(text, tmp=tmp_path)
+    assert result.ok, result.diagnostics
+    assert _shard_labels(result) == [f"checkpoint ckpt/iter_0000020/mp_rank_{tp:02d}_{pp:03d}/model_optim_rng.pt"
+                                     for tp in (0, 1) for pp in (0, 1)]

@@ -10,6 +10,8 @@
 #     tp2       generated/tp2/launch.sh on 2 GPUs (the seed's single-worker scenario)
 #     2x1       tests/e2e/tp2-2workers-1gpu.yaml: launch.sh started twice as 2 workers of 1 GPU
 #     tp2-dp2   generated/tp2-dp2/launch.sh as 2 workers × 2 GPUs on a 4-GPU host
+#     2w        tests/e2e/pretrain-mock-2workers.yaml: pretrain_gpt.py as 2 workers × 1 GPU (DP=2
+#               across the workers) on a 2-GPU host
 #
 # Expects, in the working directory: .megatron/ (Megatron-LM at the pinned commit: megatron/,
 # examples/, pretrain_gpt.py, gpt_builders.py, model_provider.py; fetched, never committed),
@@ -134,6 +136,15 @@ for phase in "$@"; do
   tp2-dp2)
     rm -rf /mnt/megatron/runs/mcore-tp2-dp2-01
     workers generated/tp2-dp2 2 2
+    ;;
+  2w)
+    rm -rf /mnt/megatron/runs/pretrain-mock-2w-01
+    workers .e2e/pretrain-mock-2workers 2 1
+    say "checkpoint files: $(cd /mnt/megatron/runs/pretrain-mock-2w-01/ckpt/iter_0000020 2>/dev/null && ls -A | tr '\n' ' ')"
+    for node in 0 1; do
+      say "node $node: $(grep -m1 -o 'data_parallel_size .*' "/mnt/megatron/runs/pretrain-mock-2w-01/nodes/node-$node/train.log")"
+      say "node $node last iteration: $(grep -o 'iteration *[0-9]*/ *[0-9]* .*lm loss: [0-9.E+-]*' "/mnt/megatron/runs/pretrain-mock-2w-01/nodes/node-$node/train.log" | tail -n 1 | cut -c1-200)"
+    done
     ;;
   *)
     say "unknown phase $phase"
