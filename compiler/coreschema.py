@@ -73,7 +73,7 @@ def _rebuild(cls: type[Record], values: dict, fields_set: set) -> Record:
     return record
 
 
-# --- the transformation, shared by the generator and the run-time fallback -------------------------
+# --- the schema, built from the models -------------------------------------------------------------
 
 
 def transform(schema: Any, resolve: Callable[[Any], Any]) -> Any:
@@ -126,13 +126,20 @@ def _model_classes() -> list[type]:
 
 
 def _cache_key() -> str:
-    """What the schema is built from: pydantic-core, Python, and this package's sources of it."""
+    """What the schema is built from: pydantic (its version file, read without importing pydantic),
+    pydantic-core, Python, and this package's sources of it."""
+    import importlib.util
+
     import pydantic_core
 
     digest = hashlib.sha256(f"{pydantic_core.__version__} {sys.version}".encode())
-    for name in _SOURCES:
+    found = importlib.util.find_spec("pydantic")
+    origin = found.origin if found is not None and found.origin else None
+    sources = [Path(__file__).with_name(name) for name in _SOURCES]
+    sources.append(Path(origin).with_name("version.py") if origin else Path("pydantic-not-found"))
+    for path in sources:
         try:
-            digest.update(Path(__file__).with_name(name).read_bytes())
+            digest.update(path.read_bytes())
         except OSError:
             digest.update(b"unreadable")
     return digest.hexdigest()[:32]
@@ -238,7 +245,8 @@ def validator() -> Any:
     return SchemaValidator(schema())
 
 
-def _model_schemas() -> dict[type, dict]:
+@lru_cache(maxsize=None)
+def _record_schemas() -> dict[type, dict]:
     """Each record class -> its model schema (with the definitions it may refer to)."""
     top = schema()
     definitions = top.get("definitions") if top.get("type") == "definitions" else None
@@ -258,11 +266,6 @@ def _model_schemas() -> dict[type, dict]:
     if definitions is None:
         return found
     return {cls: {"type": "definitions", "schema": node, "definitions": definitions} for cls, node in found.items()}
-
-
-@lru_cache(maxsize=None)
-def _record_schemas() -> dict[type, dict]:
-    return _model_schemas()
 
 
 @lru_cache(maxsize=None)
