@@ -189,10 +189,16 @@ def layout_of(resources: Any, parallelism: Any) -> Layout | None:
 
 
 def estimate(spec: Any, layout: Layout) -> Estimate | None:
-    """Every estimate for a pretrain spec; None when the vocabulary size is unknown."""
+    """Every estimate for a pretrain spec; None when the vocabulary size is unknown, or the layout
+    has no data-parallel replica, expert data-parallel replica or virtual stage to estimate for (the
+    rules report those layouts as errors of their own)."""
     t = spec.training
     vocab = vocab_size(t)
     if vocab is None:
+        return None
+    expert_data = layout.world // (layout.expert_tensor * layout.expert * layout.pipeline)
+    if layout.data < 1 or expert_data < 1 or virtual_pipeline_size(
+            t.model.num_layers, layout.pipeline, t.virtual_pipeline) == 0:
         return None
     padded = padded_vocab_size(vocab, t.model.make_vocab_size_divisible_by, layout.tensor)
     micro = num_microbatches(t.batch.global_, t.batch.micro, layout.data)

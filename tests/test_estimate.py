@@ -65,3 +65,23 @@ def test_gpu_memory_from_the_flavor(flavor, gb):
     from compiler.models import Resources
 
     assert gpu_memory_gb(Resources(workers=1, gpus_per_worker=1, worker_flavor=flavor)) == gb
+
+
+@pytest.mark.parametrize("change", [
+    ("  virtual_pipeline: null", "  virtual_pipeline: 8"),  # 4 layers on 1 stage: 0 virtual stages of 8
+    ("    num_experts: null", "    num_experts: 4"),
+])
+def test_layouts_the_rules_reject_are_not_estimated(change, tmp_path):
+    """Found by the mutation property test: the memory rule divided by zero on a layout that other
+    rules report (no virtual stage, no expert data-parallel replica)."""
+    from helpers import compile_text, resolved_text
+
+    text = resolved_text("pretrain-mock")
+    assert change[0] in text
+    text = text.replace(*change)
+    if "num_experts" in change[1]:  # 2 GPUs, PP 2 × EP 2: no expert data-parallel replica
+        text = text.replace("gpus_per_worker: 1", "gpus_per_worker: 2").replace("  pipeline: 1\n", "  pipeline: 2\n")
+        text = text.replace("  expert: 1\n", "  expert: 2\n").replace(
+            "distributed_optimizer: false", "distributed_optimizer: true")
+    result = compile_text(text, tmp=tmp_path)
+    assert not result.ok and any(d.is_error for d in result.diagnostics)
