@@ -1,6 +1,7 @@
 """Property tests: no input makes the compiler crash, and no spec value escapes its quoting."""
 
 import io
+import os
 from pathlib import Path
 
 import yaml
@@ -25,8 +26,9 @@ def _resolved_specs():
 
 # Complete specs (bases merged), so that a mutant stands on its own in a temporary directory.
 VALID = _resolved_specs()
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                             HealthCheck.function_scoped_fixture])
+# MC_HYPOTHESIS_EXAMPLES=2000 for a deeper search than CI's (it found the estimator's division by zero).
+SETTINGS = settings(max_examples=int(os.environ.get("MC_HYPOTHESIS_EXAMPLES", "150")), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
 def _paths(data, prefix=()):
