@@ -177,6 +177,23 @@ class CheckResult:
         return not (self.changed or self.missing or self.extra)
 
 
+def _read_expecting(path: str, size: int) -> bytes:
+    """A regular file's bytes, in one read when it is no longer than `size` (a regular file is read
+    whole up to its end); asking for one byte more tells a longer file apart, which is then read to
+    its end for the diff."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        data = os.read(fd, size + 1)
+        if len(data) <= size:
+            return data
+        chunks = [data]
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def check_outputs(directory: Path, files: dict[str, str]) -> CheckResult:
     """Compare rendered files with `directory`; writes nothing. One directory listing and one read
     per artifact (this runs over every spec of a repository on each commit)."""
@@ -188,14 +205,13 @@ def check_outputs(directory: Path, files: dict[str, str]) -> CheckResult:
         if entry is None or not entry.is_file():
             result.missing.append(target)
             continue
+        data = text.encode("utf-8")
         try:
-            with open(entry.path, "rb") as handle:
-                raw = handle.read()
+            raw = _read_expecting(entry.path, len(data))
         except OSError as exc:
             result.changed.append(target)
             result.diffs.append(f"{target}: cannot read it: {exc.strerror or exc}\n")
             continue
-        data = text.encode("utf-8")
         if raw != data:
             result.changed.append(target)
             import difflib  # only a stale file needs it

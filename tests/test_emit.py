@@ -191,3 +191,13 @@ def test_generated_is_what_the_compiler_writes(name, tmp_path, in_repo):
     assert _cli(f"specs/{name}.yaml", "-o", str(tmp_path))[0] == 0
     for path in (REPO / "generated" / name).iterdir():
         assert (tmp_path / name / path.name).read_bytes() == path.read_bytes()
+
+
+@pytest.mark.parametrize("on_disk", ["", "a", "same text", "same text plus more", "x" * 200_000])
+def test_check_reads_shorter_equal_and_longer_files_whole(tmp_path, on_disk):
+    (tmp_path / "f.txt").write_text(on_disk)
+    result = check_outputs(tmp_path, {"f.txt": "same text"})
+    assert result.clean == (on_disk == "same text")
+    if on_disk != "same text":
+        assert "+same text" in result.diffs[0]
+        assert on_disk == "" or f"-{on_disk}" in result.diffs[0]
