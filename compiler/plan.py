@@ -271,7 +271,10 @@ def shard_ranks(layout: RankLayout, fully_parallel_save: bool = False) -> tuple[
     deduplicated. Seen in real runs: TP=2 (ranks 0 and 1, tests/fixtures/h200-tp2-run), TP=1
     (rank 0). pretrain_gpt.py saves fully in parallel by default (--no-ckpt-fully-parallel-save
     turns it off; megatron/training/config/training_config.py:491 at 571370c8): the data-parallel
-    group shares the writing, so every rank writes its shard; seen in a real run with DP=2 across
+    group shares the writing, each shard going greedily to the least-loaded rank that holds it
+    (dist_checkpointing/exchange_utils.py:117), so every rank writes a file as long as the group
+    has at least as many shards as ranks (a GPT layer alone has a dozen; a rank with nothing to
+    write writes no file, strategies/filesystem_async.py:183). Seen in a real run with DP=2 across
     two workers (tests/fixtures/h200-pretrain-2workers-run)."""
     if fully_parallel_save:
         return tuple(sorted(rank for group in layout.data for rank in group))
