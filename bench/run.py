@@ -13,6 +13,7 @@ Exits 1 when a budget is missed. See docs/performance.md for the figures and wha
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shutil
 import statistics
@@ -165,7 +166,7 @@ def main() -> int:
         # until the end: ext4 allocates inodes slowly for minutes after many files were deleted
         # (its `recently_deleted` scan of the inode table; docs/performance.md), which would be
         # timed as the next batch's writes.
-        rounds = iter(range(1_000_000))
+        rounds = itertools.count()
         out = work / "out"
 
         def batch():

@@ -23,15 +23,19 @@ def cache_dir(name: str) -> str | None:
 
 
 def write_atomic(path: str, data: bytes) -> None:
-    """Write a cache file so that a concurrent reader sees the old file or the whole new one; a
-    failure leaves no file behind and is not an error (the cache is an optimisation)."""
-    tmp = f"{path}.{os.getpid()}.tmp"
+    """Write a cache file as emit writes an artifact (a temporary file renamed into place), so that a
+    concurrent reader sees the old file or the whole new one; a failure leaves no file behind and is
+    not an error (the cache is an optimisation)."""
+    from pathlib import Path
+
+    from .emit import write_temp
+
+    target = Path(path)
     try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
+        tmp = write_temp(target.parent, target.name, data)
     except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        return
+    try:
+        os.replace(tmp, target)
+    except OSError:
+        tmp.unlink(missing_ok=True)

@@ -88,9 +88,6 @@ def transform(schema: Any, resolve: Callable[[Any], Any]) -> Any:
             for key, value in node.items():
                 if key == "metadata":
                     continue
-                if key in ("ref", "schema_ref") and isinstance(value, str):
-                    out[key] = value.rsplit(":", 1)[0] if value.rsplit(":", 1)[-1].isdigit() else value
-                    continue
                 if key == "default_factory" and isinstance(value, type) and issubclass(value, BaseModel):
                     out["default"] = {}
                     out["validate_default"] = True

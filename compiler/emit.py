@@ -3,7 +3,7 @@
 Writes are all-or-nothing per spec: every changed file is first written to a temporary file in
 its target directory, and only when all of them are written are they renamed into place, so a full
 disk or a permission error half-way leaves the previous artifacts as they were. (No fsync: see
-_write_temp.) Files whose bytes
+write_temp.) Files whose bytes
 are unchanged are not touched. A file without our header is never overwritten unless forced;
 files we generated earlier that a spec no longer produces are removed.
 """
@@ -43,7 +43,7 @@ class EmitResult:
         self.diagnostics: list[Diagnostic] = []
 
 
-def _write_temp(directory: Path, name: str, data: bytes, tmp: Path | None = None) -> Path:
+def write_temp(directory: Path, name: str, data: bytes, tmp: Path | None = None) -> Path:
     """Write `data` to a new file (a temporary one beside its target unless `tmp` names it), with
     the target's mode."""
     tmp = directory / f".{name}.{os.getpid()}.tmp" if tmp is None else tmp
@@ -73,7 +73,7 @@ def _write_new_directory(directory: Path, files: dict[str, str]) -> bool:
     try:
         os.mkdir(tmp)
         for name, text in files.items():
-            _write_temp(tmp, name, text.encode("utf-8"), tmp / name)
+            write_temp(tmp, name, text.encode("utf-8"), tmp / name)
         os.rename(tmp, directory)
     except OSError as exc:
         import shutil
@@ -144,7 +144,7 @@ def write_outputs(directory: Path, files: dict[str, str], *, force: bool, spec_f
     temps: dict[str, Path] = {}
     try:
         for name, data in changed.items():
-            temps[name] = _write_temp(directory, name, data)
+            temps[name] = write_temp(directory, name, data)
     except OSError as exc:
         for tmp in temps.values():
             tmp.unlink(missing_ok=True)

@@ -32,6 +32,12 @@ class Layout(NamedTuple):
     expert_tensor: int
     data: int
 
+    @property
+    def expert_data(self) -> int:
+        """Replicas of each expert: the world over expert_tensor × expert × pipeline (0 when that does
+        not fit, a layout the rules reject)."""
+        return self.world // (self.expert_tensor * self.expert * self.pipeline)
+
 
 class Estimate(NamedTuple):
     parameters_total: int
@@ -96,12 +102,11 @@ def _counts(t: Any, layout: Layout, padded_vocab: int) -> dict[str, float]:
 def megatron_weight_and_optimizer_bytes(t: Any, layout: Layout, padded_vocab: int) -> float:
     """theoretical_memory_usage.py:264-274: bf16 params, fp32 grads, fp32 main params and Adam."""
     c = _counts(t, layout, padded_vocab)
-    expert_data = layout.world // (layout.expert_tensor * layout.expert * layout.pipeline)
 
     def per_param(data_parallel: int) -> float:
         return 18 if not t.distributed_optimizer else 6 + (12 / data_parallel)
 
-    return (c["tp"] + c["replicated"]) * per_param(layout.data) + c["expert"] * per_param(expert_data)
+    return (c["tp"] + c["replicated"]) * per_param(layout.data) + c["expert"] * per_param(layout.expert_data)
 
 
 def megatron_activation_bytes(t: Any, layout: Layout, padded_vocab: int, microbatches: int) -> float:
@@ -196,8 +201,7 @@ def estimate(spec: Any, layout: Layout) -> Estimate | None:
     vocab = vocab_size(t)
     if vocab is None:
         return None
-    expert_data = layout.world // (layout.expert_tensor * layout.expert * layout.pipeline)
-    if layout.data < 1 or expert_data < 1 or virtual_pipeline_size(
+    if layout.data < 1 or layout.expert_data < 1 or virtual_pipeline_size(
             t.model.num_layers, layout.pipeline, t.virtual_pipeline) == 0:
         return None
     padded = padded_vocab_size(vocab, t.model.make_vocab_size_divisible_by, layout.tensor)

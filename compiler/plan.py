@@ -21,7 +21,7 @@ from .spec import JobSpec
 if typing.TYPE_CHECKING:
     from .estimate import Estimate
 from .pretrain import (
-    BOUNDED_EXAMPLE_ITERATIONS, Flag, flags, is_bounded_example, is_pretrain, num_microbatches,
+    BOUNDED_EXAMPLE_ITERATIONS, Flag, arg_flag_name, flags, is_bounded_example, is_pretrain, num_microbatches,
     virtual_pipeline_size,
 )
 
@@ -286,7 +286,7 @@ NO_FULLY_PARALLEL_SAVE = "--no-ckpt-fully-parallel-save"
 
 def _arg_names(spec: JobSpec) -> set[str]:
     """The flag names among the spec's raw training.args (`--flag` or `--flag=value`)."""
-    return {arg.split("=", 1)[0] for arg in spec.training.args}
+    return {arg_flag_name(arg) for arg in spec.training.args}
 
 
 def legacy_checkpoint_dirs(parallel: "ParallelPlan") -> tuple[str, ...]:

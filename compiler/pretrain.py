@@ -235,6 +235,11 @@ OWNED_FLAGS = frozenset({
 })
 
 
+def arg_flag_name(arg: str) -> str:
+    """The flag a raw training.args entry names: `--flag` or `--flag=value` -> `--flag`."""
+    return arg.split("=", 1)[0]
+
+
 def flag_names(spec: Any) -> set[str]:
     """The flags raw args may not repeat: every flag a typed field owns, and those this spec sets."""
     return set(OWNED_FLAGS) | {f.name for f in flags(spec)}

@@ -520,13 +520,13 @@ def check_duplicate_flags(ctx: RuleContext) -> Iterator[Diagnostic]:
     t = _pretrain(ctx)
     if t is None or any(getattr(t, name) is None for name in REQUIRED_SECTIONS):
         return
-    from .pretrain import flag_names
+    from .pretrain import arg_flag_name, flag_names
 
     if not t.args:
         return
     owned = flag_names(_SpecView(t, ctx.sections["parallelism"], ctx.sections.get("resources")))
     for index, arg in enumerate(t.args):
-        name = arg.split("=", 1)[0]
+        name = arg_flag_name(arg)
         if name in owned:
             yield ctx.locate(
                 "args-duplicate-flag", f"training.args[{index}] sets {name}, which the spec's typed sections already "

@@ -140,7 +140,8 @@ for phase in "$@"; do
   2w)
     rm -rf /mnt/megatron/runs/pretrain-mock-2w-01
     workers .e2e/pretrain-mock-2workers 2 1
-    say "checkpoint files: $(cd /mnt/megatron/runs/pretrain-mock-2w-01/ckpt/iter_0000020 2>/dev/null && ls -A | tr '\n' ' ')"
+    ckpt_files=(/mnt/megatron/runs/pretrain-mock-2w-01/ckpt/iter_0000020/* /mnt/megatron/runs/pretrain-mock-2w-01/ckpt/iter_0000020/.[!.]*)
+    say "checkpoint files: ${ckpt_files[*]##*/}"
     for node in 0 1; do
       say "node $node: $(grep -m1 -o 'data_parallel_size .*' "/mnt/megatron/runs/pretrain-mock-2w-01/nodes/node-$node/train.log")"
       say "node $node last iteration: $(grep -o 'iteration *[0-9]*/ *[0-9]* .*lm loss: [0-9.E+-]*' "/mnt/megatron/runs/pretrain-mock-2w-01/nodes/node-$node/train.log" | tail -n 1 | cut -c1-200)"
