@@ -93,6 +93,7 @@ CODES: dict[str, str] = {
     "megatron-virtual-pipeline": "the virtual pipeline does not fit the pipeline",
     "megatron-batch": "global batch is not a multiple of micro batch × data parallel",
     "megatron-lr": "min_lr exceeds lr",
+    "megatron-train-length": "not exactly one of train_iters and train_samples, or a schedule of the other kind",
     "megatron-data-source": "not exactly one data source",
     "megatron-mock-tokenizer": "mock data needs the null tokenizer and a vocab size",
     "megatron-sequence-parallel": "sequence parallel without tensor parallel",
@@ -106,10 +107,14 @@ CODES: dict[str, str] = {
     "write-failed": "an artifact could not be written",
     "output-conflict": "two specs would write the same output directory",
     "no-specs": "nothing to compile was found",
+    "artifact-stale": "a committed artifact differs from what its spec compiles to",
+    "artifact-missing": "an artifact its spec compiles to is not on disk",
+    "artifact-extra": "a file in a spec's output directory that the spec does not produce",
 }
 
 # Codes about files on disk rather than a spec's content; tests/bad_specs/ covers all the others.
-OUTPUT_CODES = frozenset({"set-value", "file-unreadable", "not-generated-file", "write-failed", "output-conflict", "no-specs"})
+OUTPUT_CODES = frozenset({"set-value", "file-unreadable", "not-generated-file", "write-failed", "output-conflict", "no-specs",
+                          "artifact-stale", "artifact-missing", "artifact-extra"})
 
 
 def dotted(path: Iterable[str | int]) -> str:

@@ -65,6 +65,28 @@ def write_temp(directory: Path, name: str, data: bytes, tmp: Path | None = None)
     return tmp
 
 
+def write_files(directory: Path, files: dict[str, str]) -> list[str] | None:
+    """Write plain files (not a spec's artifacts: the JSON schemas) atomically, each through a
+    temporary file renamed into place, identical files left alone; the names written, or None when
+    the directory cannot be written."""
+    written = []
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            data = text.encode("utf-8")
+            target = directory / name
+            try:
+                if target.read_bytes() == data:
+                    continue
+            except OSError:
+                pass
+            os.replace(write_temp(directory, name, data), target)
+            written.append(name)
+    except OSError:
+        return None
+    return written
+
+
 def _write_new_directory(directory: Path, files: dict[str, str]) -> bool:
     """A spec's first output: every file written into a temporary directory beside it, which is
     then renamed into place, so that the directory appears whole or not at all. False when the
@@ -166,15 +188,30 @@ def write_outputs(directory: Path, files: dict[str, str], *, force: bool, spec_f
 class CheckResult:
     """How the files on disk differ from what the spec gives."""
 
-    def __init__(self) -> None:
+    def __init__(self, spec_file: str = "", regenerate: str | None = None) -> None:
         self.changed: list[Path] = []
         self.missing: list[Path] = []
         self.extra: list[Path] = []
         self.diffs: list[str] = []
+        self.spec_file = spec_file
+        self.regenerate = regenerate
 
     @property
     def clean(self) -> bool:
         return not (self.changed or self.missing or self.extra)
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        """Each stale, missing or extra file as a diagnostic about the spec (every output format
+        reports them, GitHub annotations included)."""
+        fix = f"run `{self.regenerate or 'megatron-compile ' + self.spec_file}` and commit the result"
+        out = [make_error("artifact-stale", f"{p} is stale: it differs from what {self.spec_file} compiles to",
+                          file=self.spec_file, hint=fix) for p in self.changed]
+        out += [make_error("artifact-missing", f"{p} is missing: {self.spec_file} compiles to it",
+                           file=self.spec_file, hint=fix) for p in self.missing]
+        out += [make_error("artifact-extra", f"{p} is not produced by {self.spec_file}",
+                           file=self.spec_file, hint=f"delete it, or {fix}") for p in self.extra]
+        return out
 
 
 def _read_expecting(path: str, size: int) -> bytes:
@@ -194,10 +231,11 @@ def _read_expecting(path: str, size: int) -> bytes:
         os.close(fd)
 
 
-def check_outputs(directory: Path, files: dict[str, str]) -> CheckResult:
+def check_outputs(directory: Path, files: dict[str, str], *, spec_file: str = "",
+                  regenerate: str | None = None) -> CheckResult:
     """Compare rendered files with `directory`; writes nothing. One directory listing and one read
     per artifact (this runs over every spec of a repository on each commit)."""
-    result = CheckResult()
+    result = CheckResult(spec_file, regenerate)
     entries = _listing(directory)
     for name, text in files.items():
         target = directory / name

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compiler.pipeline import compile_spec
-from compiler.source import load_text
-from compiler.validate import validate
+from compiler.load.source import load_text
+from compiler.check.validate import check
 
 REPO = Path(__file__).resolve().parent.parent
 SPECS = REPO / "specs"
@@ -32,7 +32,7 @@ def compile_text(text: str, name: str = "specs/test.yaml", tmp: Path | None = No
 def resolved_text(stem: str) -> str:
     """specs/<stem>.yaml with its bases merged: a complete spec that stands alone in any directory.
     Its first lines are two header comments, so line N of the spec is line N + 2 here."""
-    from compiler.resolved import resolved_yaml
+    from compiler.commands.resolved import resolved_yaml
 
     result = compile_spec(str(SPECS / f"{stem}.yaml"), f"specs/{stem}.yaml")
     assert result.ok, result.diagnostics
@@ -44,7 +44,7 @@ def diagnostics_for(text: str, name: str = "specs/test.yaml"):
     doc, diags = load_text(name, text)
     if doc is None:
         return diags
-    _, more = validate(doc)
+    more = check(doc).diagnostics
     return diags + more
 
 

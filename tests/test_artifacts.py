@@ -218,7 +218,7 @@ def test_job_json_validates_against_its_schema(job):
 @pytest.mark.parametrize("spec", sorted(SPECS.glob("*.yaml")), ids=lambda p: p.name)
 def test_specs_validate_against_the_spec_schema(spec):
     """Each file as an editor sees it (partial when it extends or is a base), and resolved in full."""
-    from compiler.compose import compose
+    from compiler.load.compose import compose
 
     schema = json.loads((REPO / "schemas" / "megatron-job.schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)

@@ -45,7 +45,7 @@ def test_every_code_has_a_case():
 
 
 def test_every_rule_has_a_case():
-    from compiler.rules import RULES
+    from compiler.check.rules import RULES
 
     seen = set()
     for expected in CORPUS.glob("*.expected"):
@@ -63,7 +63,7 @@ def test_five_independent_mistakes_give_five_errors():
 
 def test_reserved_mounts_are_written_normalised():
     """check_reserved_mount compares a normalised mount path with them as they are written."""
-    from compiler.layout import normalize_path
-    from compiler.rules import RESERVED_MOUNTS
+    from compiler.paths import normalize_path
+    from compiler.platform.aistudio import RESERVED_MOUNTS
 
     assert all(normalize_path(r) == r and r != "/" for r in RESERVED_MOUNTS)

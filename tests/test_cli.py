@@ -32,7 +32,7 @@ def test_errors_exit_1_with_summary_and_write_nothing(tmp_path, in_repo):
     spec.write_text(resolved_text("tp2").replace("  tensor: 2", "  tensor: 3").replace("  registry: cr", "  regsitry: cr"))
     code, out, err = run(str(spec), "-o", str(tmp_path / "out"))
     assert code == 1
-    shown = f"{tmp_path.name}/tp3.yaml"  # outside the working directory: its last two components
+    shown = str(spec)  # as given on the command line, as gcc and mypy print it
     assert out.splitlines() == [
         f"{shown}:8:3: error: unknown key 'regsitry' in image; did you mean 'registry'?  [unknown-key]",
         f"{shown}:28:11: error: parallelism.tensor (3) must divide the world size "
@@ -99,7 +99,9 @@ def test_explain_prints_the_rank_layout_megatron_builds(in_repo, tmp_path):
 def test_explain_json(in_repo):
     code, out, _ = run("--explain", "--format", "json", "specs/tp2-dp2.yaml")
     assert code == 0
-    data = json.loads(out)
+    document = json.loads(out)
+    assert document["diagnostics"] == [] and len(document["specs"]) == 1
+    data = document["specs"][0]
     assert (data["world_size"], data["data_parallel"], data["tensor_parallel"]) == (4, 2, 2)
     assert data["groups"]["tensor"] == [[0, 1], [2, 3]]
     assert data["groups"]["data"] == [[0, 2], [1, 3]]
@@ -146,7 +148,7 @@ def test_schema_check_fails_on_drift(tmp_path):
 
 def test_a_large_batch_runs_on_workers_and_reports_in_spec_order(tmp_path, in_repo):
     """From 32 specs on, specs are compiled by forked workers; output and artifacts stay the same."""
-    from compiler.cli import PARALLEL_MIN_SPECS
+    from compiler.pipeline import PARALLEL_MIN_SPECS
 
     text = (REPO / "specs" / "tp2.yaml").read_text().replace("extends: base.yaml", f"extends: {REPO}/specs/base.yaml")
     specs = tmp_path / "specs"
@@ -170,7 +172,7 @@ def test_a_large_batch_runs_on_workers_and_reports_in_spec_order(tmp_path, in_re
 
 
 def test_bases_found_before_compiling_match_what_yaml_reads(tmp_path):
-    from compiler.cli import _bases_of, _extends_entries
+    from compiler.load.discover import bases_of as _bases_of, extends_entries as _extends_entries
 
     forms = ["extends: base.yaml\n", "extends: base.yaml  # the shared part\n", "extends: 'base.yaml'\n",
              "extends: [a.yaml, b.yaml]\n", "extends:\n  - a.yaml\n  - sub/c.yml\n", "extends: true.yaml\n",

@@ -5,7 +5,7 @@ import io
 import yaml
 
 from compiler.cli import main
-from compiler.compose import Override, compose, deep_merge
+from compiler.load.compose import Override, compose, deep_merge
 from compiler.pipeline import compile_spec
 from helpers import REPO
 
@@ -91,7 +91,7 @@ def test_print_shows_effective_values_and_hash(in_repo):
     code, out, _ = run("specs/tp2.yaml", "--print")
     assert code == 0
     header = out.splitlines()[0]
-    from compiler.plan import spec_digest
+    from compiler.plan.build import spec_digest
 
     result = compile_spec("specs/tp2.yaml", "specs/tp2.yaml")
     assert header == f"# specs/tp2.yaml, resolved (spec sha256 {spec_digest(result.spec)[:16]})"

@@ -61,8 +61,8 @@ def test_gpt_7b_estimates():
 
 @pytest.mark.parametrize("flavor, gb", [("H200", 141.0), ("gpu-h100-80g", 80.0), ("A100-SXM", 80.0), ("L40", None)])
 def test_gpu_memory_from_the_flavor(flavor, gb):
-    from compiler.estimate import gpu_memory_gb
-    from compiler.models import Resources
+    from compiler.megatron.memory import gpu_memory_gb
+    from compiler.schema.models import Resources
 
     assert gpu_memory_gb(Resources(workers=1, gpus_per_worker=1, worker_flavor=flavor)) == gb
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from compiler.cli import display_path
-from compiler.jsonschemas import schema_files
+from compiler.load.discover import recorded_path as display_path
+from compiler.commands.schema import schema_files
 from compiler.pipeline import compile_spec
 from helpers import REPO, SPECS
 

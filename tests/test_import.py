@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from compiler.cli import main
-from compiler.importer import flag_groups, record_script
+from compiler.commands.importer import flag_groups, record_script
 from compiler.pipeline import compile_spec
-from compiler.plan import argv_of
+from compiler.plan.shell import argv_of
 
 SCRIPTS = Path(__file__).resolve().parent / "import_scripts"
 POSITIONAL = {

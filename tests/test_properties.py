@@ -14,7 +14,7 @@ from helpers import REPO, run_launch
 
 def _resolved_specs():
     from compiler.pipeline import compile_spec
-    from compiler.resolved import resolved_yaml
+    from compiler.commands.resolved import resolved_yaml
 
     out = []
     for path in sorted((REPO / "specs").glob("*.yaml")):

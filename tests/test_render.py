@@ -8,11 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler.plan import Var, Word, argv_of
-from compiler.render import (
-    QUOTING_FILTERS, Safe, TemplateSafetyError, _finalize, docker_str, environment, sh, sh_command, sh_word,
-    templates_dir,
+from compiler.plan.shell import Var, Word, argv_of
+from compiler.render.quoting import (
+    QUOTING_FILTERS, Safe, TemplateSafetyError, docker_str, sh, sh_command, sh_word,
 )
+from compiler.render.quoting import finalize as _finalize
+from compiler.render.render import environment, templates_dir
 from helpers import REPO, compile_text, resolved_text
 
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs"), blacklist_characters="\u2028\u2029"),
@@ -121,6 +122,6 @@ JSON_VALUES = st.recursive(
 def test_job_json_text_is_json_dumps_with_an_indent(value):
     import json
 
-    from compiler.render import to_json
+    from compiler.render.render import to_json
 
     assert to_json(value) == json.dumps(value, indent=2, ensure_ascii=False) + "\n"

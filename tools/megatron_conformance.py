@@ -86,7 +86,8 @@ def _same(parsed, expected) -> bool:
 def check_spec(path: str, megatron_root: Path) -> tuple[list[str], list[str]]:
     """(rows of a report, problems) for one spec."""
     from compiler.pipeline import compile_spec
-    from compiler.plan import argv_of, flag_words
+    from compiler.plan.build import flag_words
+    from compiler.plan.shell import argv_of
 
     arguments, memory, pad_vocab = _import_megatron(megatron_root)
     result = compile_spec(path, path)
@@ -131,7 +132,7 @@ def check_spec(path: str, megatron_root: Path) -> tuple[list[str], list[str]]:
         elif not _same(getattr(args, dest), expected):
             problems.append(f"{flag.name}: plan says {expected!r}, Megatron resolved {getattr(args, dest)!r}")
     t = result.spec.training
-    from compiler.pretrain import ffn_hidden_size, padded_vocab_size, vocab_size
+    from compiler.megatron.pretrain import ffn_hidden_size, padded_vocab_size, vocab_size
 
     derived = [
         ("world size", plan.world_size, args.world_size),

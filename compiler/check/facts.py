@@ -1,0 +1,83 @@
+"""Facts: every value derived from a spec, computed once from the sections that validated.
+
+A fact is None when its inputs did not validate, so the rules still run on a partial spec. The rules
+and the plan both read facts; neither derives them again.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any, NamedTuple
+
+from ..megatron.flags import Flag, flags
+from ..megatron.memory import Estimate, estimate
+from ..megatron.parallel import ParallelLayout, parallel_layout, world_size
+from ..megatron.pretrain import REQUIRED_SECTIONS, is_bounded_example, is_pretrain
+from ..megatron.runfiles import default_run_root
+from ..paths import normalize_path
+
+DEFAULT_MEGATRON_ROOT = "/opt/Megatron-LM"
+
+
+class SpecView(NamedTuple):
+    """The sections of a spec that validated, where Megatron's helpers read a whole spec."""
+
+    training: Any
+    parallelism: Any
+    resources: Any
+
+
+class Facts(NamedTuple):
+    name: str | None
+    world: int | None  # workers × GPUs per worker
+    layout: ParallelLayout | None  # None when the sizes do not divide the world
+    mount_path: str | None  # normalised
+    run_root: str | None  # normalised, the default applied
+    run_root_written: str | None  # storage.run_root as the spec wrote it
+    megatron_root: str  # normalised
+    script: str | None  # the training script, absolute and normalised
+    is_pretrain: bool
+    is_bounded_example: bool
+    pretrain_complete: bool  # pretrain_gpt.py with every required section
+    flags: tuple[Flag, ...] | None  # pretrain_gpt.py's typed flags
+    estimate: Estimate | None
+
+
+def script_path(script: str, megatron_root: str) -> str:
+    """The training script as an absolute path: relative scripts live under megatron.root."""
+    if script.startswith("/"):
+        return normalize_path(script)
+    return normalize_path(posixpath.join(megatron_root, script))
+
+
+def derive(sections: dict[str, Any], name: str | None) -> Facts:
+    """The facts of the sections that validated (see the module docstring)."""
+    res, par, training = sections.get("resources"), sections.get("parallelism"), sections.get("training")
+    storage, megatron = sections.get("storage"), sections.get("megatron")
+    world = layout = None
+    if res is not None:
+        world = world_size(res.workers, res.gpus_per_worker)
+        if par is not None:
+            layout = parallel_layout(res.workers, res.gpus_per_worker, par.tensor, par.pipeline, par.context,
+                                     par.expert, par.expert_tensor)
+    mount = run_root = written = None
+    if storage is not None:
+        mount = normalize_path(storage.mount_path)
+        written = storage.run_root
+        run_root = normalize_path(written) if written is not None else default_run_root(mount, name or "run")
+    root = normalize_path(megatron.root if megatron is not None else DEFAULT_MEGATRON_ROOT)
+    script = None if training is None else script_path(training.script, root)
+    pretrain = training is not None and is_pretrain(training.script)
+    bounded = training is not None and is_bounded_example(training.script, root)
+    complete = pretrain and all(getattr(training, s) is not None for s in REQUIRED_SECTIONS)
+    flag_list = est = None
+    if complete and par is not None:
+        view = SpecView(training, par, res)
+        flag_list = tuple(flags(view))
+        if layout is not None and res is not None and training.batch.global_ % (training.batch.micro * layout.data) == 0:
+            est = estimate(view, layout)
+    return Facts(
+        name=name, world=world, layout=layout, mount_path=mount, run_root=run_root, run_root_written=written,
+        megatron_root=root, script=script, is_pretrain=pretrain, is_bounded_example=bounded,
+        pretrain_complete=complete, flags=flag_list, estimate=est,
+    )

@@ -1,0 +1,54 @@
+"""The rules, by wing: each takes the sections that validated and the facts, and yields located
+diagnostics. A rule names the sections it needs and runs only when all of them validated, so a
+schema error in one section never hides a rule about another. Every rule's code is in
+diagnostics.CODES and has a case in tests/bad_specs/.
+"""
+
+from __future__ import annotations
+
+from ...diagnostics import Diagnostic
+from ..context import Rule, RuleContext
+from .megatron import (
+    check_distributed_optimizer_resume, check_duplicate_flags, check_megatron_batch, check_megatron_data,
+    check_megatron_model, check_megatron_optimizer, check_megatron_pipeline, check_memory, check_pretrain_sections,
+    check_sequence_parallel, check_training_length,
+)
+from .parallel import (
+    check_bounded_args, check_bounded_layout, check_expert_divisibility, check_parallel_divisibility, check_rdma,
+)
+from .safety import check_credentials, check_image_values, check_reserved_env
+from .storage import check_read_only, check_reserved_mount, check_run_root
+
+RULES: tuple[Rule, ...] = (
+    Rule("run-root-is-mount", ("storage",), check_run_root),
+    Rule("read-only-storage", ("storage",), check_read_only),
+    Rule("reserved-mount-path", ("storage",), check_reserved_mount),
+    Rule("parallel-divisibility", ("resources", "parallelism"), check_parallel_divisibility),
+    Rule("expert-divisibility", ("resources", "parallelism"), check_expert_divisibility),
+    Rule("bounded-example-layout", ("training", "parallelism", "resources"), check_bounded_layout),
+    Rule("bounded-example-args", ("training",), check_bounded_args),
+    Rule("unsafe-character", ("megatron",), check_image_values),
+    Rule("reserved-env", ("training",), check_reserved_env),
+    Rule("rdma-single-worker", ("resources",), check_rdma),
+    Rule("credential-in-spec", (), check_credentials),
+    Rule("pretrain-missing-section", ("training",), check_pretrain_sections),
+    Rule("megatron-heads-tp", ("training", "parallelism"), check_megatron_model),
+    Rule("megatron-layers-pp", ("training", "parallelism"), check_megatron_pipeline),
+    Rule("megatron-batch", ("training", "parallelism", "resources"), check_megatron_batch),
+    Rule("megatron-lr", ("training",), check_megatron_optimizer),
+    Rule("megatron-train-length", ("training",), check_training_length),
+    Rule("megatron-data-source", ("training",), check_megatron_data),
+    Rule("megatron-sequence-parallel", ("training", "parallelism"), check_sequence_parallel),
+    Rule("args-duplicate-flag", ("training", "parallelism"), check_duplicate_flags),
+    Rule("memory-over-capacity", ("training", "parallelism", "resources"), check_memory),
+    Rule("distributed-optimizer-resume", ("training",), check_distributed_optimizer_resume),
+)
+
+
+def run_rules(ctx: RuleContext) -> list[Diagnostic]:
+    """Every rule whose sections validated, in order."""
+    out: list[Diagnostic] = []
+    for rule in RULES:
+        if all(name in ctx.sections for name in rule.needs):
+            out.extend(rule.check(ctx))
+    return out

@@ -1,0 +1,323 @@
+"""Megatron-LM's rules for pretrain_gpt.py at the pinned commit (571370c8), checked before a GPU.
+
+Each rule cites the line of Megatron it reproduces; tools/megatron_conformance.py runs Megatron's own
+parser on the compiled flags to keep them in agreement.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any, Iterator
+
+from ...diagnostics import Diagnostic, Severity
+from ...megatron.flags import OWNED_FLAGS, arg_flag_name
+from ...megatron.parallel import model_parallel_size
+from ...megatron.pretrain import PRETRAIN_SCRIPT, PRETRAIN_SECTIONS, REQUIRED_SECTIONS, virtual_pipeline_size
+from ...paths import is_within, normalize_path
+from ...platform.aistudio import READ_ONLY_DATA
+from ..context import RuleContext
+from .parallel import world_text
+
+
+def _pretrain(ctx: RuleContext) -> Any:
+    return ctx.sections["training"] if ctx.facts.is_pretrain else None
+
+
+def check_pretrain_sections(ctx: RuleContext) -> Iterator[Diagnostic]:
+    training: Any = ctx.sections["training"]
+    if ctx.facts.is_pretrain:
+        for name in REQUIRED_SECTIONS:
+            if getattr(training, name) is None:
+                yield ctx.locate(
+                    "pretrain-missing-section", f"training.{name} is required to train with {PRETRAIN_SCRIPT}",
+                    ("training",), hint=f"add training.{name}; see the README's pretrain reference",
+                )
+    else:
+        for name in PRETRAIN_SECTIONS:
+            if getattr(training, name) is not None:
+                yield ctx.locate(
+                    "pretrain-section-unused",
+                    f"training.{name} applies to {PRETRAIN_SCRIPT} only; {training.script} would never see it",
+                    ("training", name), key=True,
+                    hint=f"remove it, or pass the script's own flags in training.args",
+                )
+
+
+def check_megatron_model(ctx: RuleContext) -> Iterator[Diagnostic]:
+    t = _pretrain(ctx)
+    if t is None or t.model is None:
+        return
+    m, par = t.model, ctx.sections["parallelism"]
+    tp = par.tensor  # type: ignore[attr-defined]
+    here = ("training", "model")
+    # arguments.py:1283 (kv_channels unset): hidden_size % num_attention_heads == 0
+    if m.hidden_size % m.num_attention_heads:
+        yield ctx.locate(
+            "megatron-hidden-heads", f"training.model.hidden_size ({m.hidden_size}) must be a multiple of "
+            f"num_attention_heads ({m.num_attention_heads})", here + ("hidden_size",),
+            hint="Megatron derives the head size as hidden_size / num_attention_heads",
+        )
+    # megatron/core/transformer/transformer_config.py:1195: num_attention_heads % TP == 0
+    if m.num_attention_heads % tp:
+        yield ctx.locate(
+            "megatron-heads-tp", f"training.model.num_attention_heads ({m.num_attention_heads}) must be a "
+            f"multiple of parallelism.tensor ({tp})", here + ("num_attention_heads",),
+            hint="each tensor-parallel rank holds num_attention_heads / tensor heads",
+        )
+    # transformer_config.py:1209-1212: query groups a multiple or a divisor of TP
+    groups = m.num_query_groups
+    if groups is not None and groups % tp and tp % groups:
+        yield ctx.locate(
+            "megatron-query-groups-tp", f"training.model.num_query_groups ({groups}) must be a multiple or a "
+            f"divisor of parallelism.tensor ({tp})", here + ("num_query_groups",),
+        )
+    if groups is not None and m.num_attention_heads % groups:
+        # megatron/core/transformer/attention.py splits heads evenly over the query groups
+        yield ctx.locate(
+            "megatron-query-groups-tp", f"training.model.num_attention_heads ({m.num_attention_heads}) must be a "
+            f"multiple of num_query_groups ({groups})", here + ("num_query_groups",),
+        )
+    # arguments.py:1299: max_position_embeddings >= seq_length
+    if m.max_position_embeddings < m.seq_length:
+        yield ctx.locate(
+            "megatron-max-position", f"training.model.max_position_embeddings ({m.max_position_embeddings}) must be "
+            f"at least seq_length ({m.seq_length})", here + ("max_position_embeddings",),
+        )
+    # arguments.py:1286-1289: seq_length % (2 × CP) == 0 when CP > 1
+    cp = par.context  # type: ignore[attr-defined]
+    if cp > 1 and m.seq_length % (2 * cp):
+        yield ctx.locate(
+            "megatron-seq-cp", f"training.model.seq_length ({m.seq_length}) must be a multiple of 2 × "
+            f"parallelism.context ({2 * cp})", here + ("seq_length",),
+            hint="context parallelism splits each sequence into 2 × context chunks",
+        )
+    # arguments.py:1486-1489: EP > 1 needs experts, and experts % EP == 0
+    ep = par.expert  # type: ignore[attr-defined]
+    if ep > 1 and m.num_experts is None:
+        yield ctx.locate(
+            "megatron-experts", f"parallelism.expert ({ep}) needs training.model.num_experts",
+            ("parallelism", "expert"), hint="set num_experts, or expert: 1 for a dense model",
+        )
+    elif m.num_experts is not None and m.num_experts % ep:
+        yield ctx.locate(
+            "megatron-experts", f"training.model.num_experts ({m.num_experts}) must be a multiple of "
+            f"parallelism.expert ({ep})", here + ("num_experts",),
+        )
+    if m.num_experts is not None and m.moe_router_topk > m.num_experts:
+        # megatron/core/transformer/moe/router.py: topk picks among num_experts
+        yield ctx.locate(
+            "megatron-experts", f"training.model.moe_router_topk ({m.moe_router_topk}) exceeds num_experts "
+            f"({m.num_experts})", here + ("moe_router_topk",),
+        )
+
+
+def check_megatron_pipeline(ctx: RuleContext) -> Iterator[Diagnostic]:
+    t = _pretrain(ctx)
+    if t is None or t.model is None:
+        return
+    pp = ctx.sections["parallelism"].pipeline  # type: ignore[attr-defined]
+    layers = t.model.num_layers
+    # arguments.py:976-977 (and :947 with virtual stages): num_layers % PP == 0
+    if layers % pp:
+        yield ctx.locate(
+            "megatron-layers-pp", f"training.model.num_layers ({layers}) must be a multiple of "
+            f"parallelism.pipeline ({pp})", ("training", "model", "num_layers"),
+            hint="each pipeline stage holds num_layers / pipeline layers",
+        )
+        return
+    if t.virtual_pipeline is None:
+        return
+    per_stage = layers // pp
+    # arguments.py:951-952: layers per stage % layers per virtual stage == 0
+    if per_stage % t.virtual_pipeline:
+        yield ctx.locate(
+            "megatron-virtual-pipeline", f"training.virtual_pipeline ({t.virtual_pipeline} layers per virtual "
+            f"stage) must divide the {per_stage} layers of each pipeline stage", ("training", "virtual_pipeline"),
+        )
+    # arguments.py:969-973: the interleaved schedule (without p2p overlap) needs pipeline > 2
+    elif virtual_pipeline_size(layers, pp, t.virtual_pipeline) is not None and pp <= 2:
+        yield ctx.locate(
+            "megatron-virtual-pipeline", f"training.virtual_pipeline needs parallelism.pipeline > 2 (got {pp}) for "
+            "Megatron's interleaved schedule", ("training", "virtual_pipeline"),
+            hint="remove virtual_pipeline, or use more pipeline stages",
+        )
+
+
+def check_megatron_batch(ctx: RuleContext) -> Iterator[Diagnostic]:
+    t = _pretrain(ctx)
+    if t is None or t.batch is None:
+        return
+    par: Any = ctx.sections["parallelism"]
+    world, how = world_text(ctx)
+    layout = ctx.facts.layout
+    if layout is None:
+        return  # parallel-divisibility reports it; DP is undefined
+    product, dp = model_parallel_size(par.tensor, par.pipeline, par.context), layout.data
+    # megatron/core/num_microbatches_calculator.py:381: global % (micro × DP) == 0
+    if t.batch.global_ % (t.batch.micro * dp):
+        yield ctx.locate(
+            "megatron-batch", f"training.batch.global ({t.batch.global_}) must be a multiple of micro × data "
+            f"parallel ({t.batch.micro} × {dp} = {t.batch.micro * dp})", ("training", "batch", "global"),
+            hint=f"data parallel is {dp} = world {world} / (tensor × pipeline × context {product}); "
+            f"try global {t.batch.micro * dp * max(1, round(t.batch.global_ / (t.batch.micro * dp)))}",
+        )
+
+
+def check_megatron_optimizer(ctx: RuleContext) -> Iterator[Diagnostic]:
+    t = _pretrain(ctx)
+    if t is None or t.optimizer is None:
+        return
+    # arguments.py:1304-1305: min_lr <= lr
+    if t.optimizer.min_lr > t.optimizer.lr:
+        yield ctx.locate(
+            "megatron-lr", f"training.optimizer.min_lr ({t.optimizer.min_lr}) must not exceed lr ({t.optimizer.lr})",
+            ("training", "optimizer", "min_lr"),
+        )
+
+
+def check_megatron_data(ctx: RuleContext) -> Iterator[Diagnostic]:
+    t = _pretrain(ctx)
+    if t is None or t.data is None:
+        return
+    data = t.data
+    # arguments.py:1510-1513: one data source: mock data or data paths, not both, not neither
+    if data.mock and data.paths:
+        yield ctx.locate(
+            "megatron-data-source", "training.data.mock and training.data.paths are both set; Megatron takes one "
+            "data source", ("training", "data", "paths"), hint="remove paths for mock data, or mock for real data",
+        )
+    elif not data.mock and not data.paths:
+        yield ctx.locate(
+            "megatron-data-source", "training.data needs paths (preprocessed .bin/.idx prefixes) or mock: true",
+            ("training", "data"),
+        )
+    if data.weights is not None and len(data.weights) != len(data.paths):
+        yield ctx.locate(
+            "megatron-data-source", f"training.data.weights has {len(data.weights)} weights for {len(data.paths)} "
+            "paths; a blend takes one weight per path", ("training", "data", "weights"),
+        )
+    if data.mock:
+        if data.tokenizer.type != "NullTokenizer":
+            yield ctx.locate(
+                "megatron-mock-tokenizer", f"mock data needs the NullTokenizer (got {data.tokenizer.type})",
+                ("training", "data", "tokenizer", "type"), hint="set tokenizer: {type: NullTokenizer}",
+            )
+        if t.model is not None and t.model.vocab_size is None:
+            yield ctx.locate(
+                "megatron-mock-tokenizer", "mock data with the NullTokenizer needs training.model.vocab_size",
+                ("training", "model"), hint="add vocab_size, e.g. 32000",
+            )
+    storage: Any = ctx.sections.get("storage")
+    for index, path in enumerate(data.paths):
+        where = ("training", "data", "paths", index)
+        if path.endswith((".bin", ".idx")):
+            yield ctx.locate(
+                "data-path", f"training.data.paths[{index}] names a file ({path}); Megatron wants the prefix",
+                where, hint=f"write {path[:-4]}: Megatron opens {posixpath.basename(path[:-4])}.bin and .idx",
+            )
+        elif storage is not None and not (is_within(path, storage.mount_path) or is_within(path, READ_ONLY_DATA)):
+            yield ctx.locate(
+                "data-path", f"training.data.paths[{index}] ({normalize_path(path)}) is not under the job's mount "
+                f"({normalize_path(storage.mount_path)}) or {READ_ONLY_DATA}, so the workers cannot read it",
+                where, hint="put preprocessed data on the shared storage",
+            )
+
+
+def check_sequence_parallel(ctx: RuleContext) -> Iterator[Diagnostic]:
+    t = _pretrain(ctx)
+    # arguments.py:1378-1384: sequence parallel with TP=1 is switched off with a warning
+    if t is not None and t.sequence_parallel and ctx.sections["parallelism"].tensor == 1:  # type: ignore[attr-defined]
+        yield ctx.locate(
+            "megatron-sequence-parallel", "training.sequence_parallel has no effect with parallelism.tensor 1; "
+            "Megatron switches it off", ("training", "sequence_parallel"), severity=Severity.WARNING,
+            hint="remove it, or use tensor parallelism",
+        )
+
+
+def check_distributed_optimizer_resume(ctx: RuleContext) -> Iterator[Diagnostic]:
+    t = _pretrain(ctx)
+    if t is None or t.model is None or t.checkpoint is None:
+        return
+    # megatron/core/optimizer/distrib_optimizer.py:793: without Apex or TE the distributed optimizer
+    # takes its step from the optimizer state, which is empty when a checkpoint is loaded (seen on a
+    # real resume, docs/e2e.md). A local transformer without fused kernels is the sign of such an image.
+    no_te = t.model.transformer_impl == "local" and not t.fused_kernels
+    if t.distributed_optimizer and t.checkpoint.resume and no_te:
+        yield ctx.locate(
+            "distributed-optimizer-resume", "resuming a distributed-optimizer checkpoint fails without Apex or "
+            "Transformer Engine, which transformer_impl: local with fused_kernels: false suggests",
+            ("training", "distributed_optimizer"), severity=Severity.WARNING,
+            hint="use an image with Transformer Engine, or set distributed_optimizer: false",
+        )
+
+
+def check_duplicate_flags(ctx: RuleContext) -> Iterator[Diagnostic]:
+    t = _pretrain(ctx)
+    if t is None or not ctx.facts.pretrain_complete:
+        return
+    if not t.args:
+        return
+    owned = OWNED_FLAGS | {f.name for f in ctx.facts.flags or ()}
+    for index, arg in enumerate(t.args):
+        name = arg_flag_name(arg)
+        if name in owned:
+            yield ctx.locate(
+                "args-duplicate-flag", f"training.args[{index}] sets {name}, which the spec's typed sections already "
+                "set", ("training", "args", index), hint="change the typed field instead; a flag given twice is "
+                "ambiguous to review",
+            )
+
+
+def check_memory(ctx: RuleContext) -> Iterator[Diagnostic]:
+    t = _pretrain(ctx)
+    est = ctx.facts.estimate
+    if t is None or est is None or est.peak_fraction_of_gpu is None:
+        return
+    detail = (f"the peak memory estimate per GPU is {est.peak_mb / 1024:.1f} GiB "
+              f"({est.peak_fraction_of_gpu:.0%} of the GPU's {est.gpu_memory_gb:g} GB)")
+    hint = "lower training.batch.micro, recompute activations, or add tensor/pipeline parallelism; " \
+           "`megatron-compile --explain` shows the breakdown"
+    if est.peak_fraction_of_gpu > 1.0:
+        yield ctx.locate("memory-over-capacity", detail + "; the job would run out of memory",
+                         ("training", "batch", "micro"), hint=hint)
+    elif est.peak_fraction_of_gpu > 0.9:
+        yield ctx.locate("memory-near-capacity", detail + "; allocator fragmentation may push it over",
+                         ("training", "batch", "micro"), severity=Severity.WARNING, hint=hint)
+
+
+def check_training_length(ctx: RuleContext) -> Iterator[Diagnostic]:
+    t = _pretrain(ctx)
+    if t is None:
+        return
+    here = ("training",)
+    if t.train_iters is None and t.train_samples is None:
+        yield ctx.locate(
+            "megatron-train-length", f"training.train_iters or training.train_samples is required to train with "
+            f"{PRETRAIN_SCRIPT}", here, hint="add train_iters: N (iterations) or train_samples: N (samples)",
+        )
+        return
+    if t.train_iters is not None and t.train_samples is not None:
+        yield ctx.locate(
+            "megatron-train-length", "training.train_iters and training.train_samples are both set; Megatron trains "
+            "by one of them", here + ("train_samples",), key=True, hint="keep one: iterations or samples",
+        )
+        return
+    o = t.optimizer
+    if o is None:
+        return
+    # arguments.py:1227-1252: the schedule's warmup and decay must count the same unit as training
+    if t.train_iters is not None:
+        wrong = [(f, "expected iteration-based") for f in ("warmup_samples", "decay_samples") if getattr(o, f) is not None]
+        fix = {"warmup_samples": "warmup_iters", "decay_samples": "decay_iters"}
+    else:
+        wrong = [(f, "expected sample-based") for f in ("decay_iters",) if getattr(o, f) is not None]
+        if o.warmup_iters:
+            wrong.append(("warmup_iters", "expected sample-based"))
+        fix = {"decay_iters": "decay_samples", "warmup_iters": "warmup_samples"}
+    for field, why in wrong:
+        unit = "iterations" if t.train_iters is not None else "samples"
+        yield ctx.locate(
+            "megatron-train-length", f"training.optimizer.{field} does not fit training by {unit}: Megatron asserts "
+            f"'{why} learning rate {'warmup' if 'warmup' in field else 'decay'}'", ("training", "optimizer", field),
+            key=True, hint=f"use training.optimizer.{fix[field]} instead",
+        )

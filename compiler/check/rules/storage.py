@@ -1,0 +1,64 @@
+"""Storage rules: where a run may write, on the platform's shared storage."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from ...diagnostics import Diagnostic
+from ...paths import is_within, normalize_path
+from ...platform.aistudio import READ_ONLY_DATA, RESERVED_MOUNTS
+from ..context import RuleContext
+
+
+def _storage_paths(ctx: RuleContext) -> tuple[str, str, tuple]:
+    """(mount path, run root, key path of the run root) with the run root's default applied."""
+    storage: Any = ctx.sections["storage"]
+    facts = ctx.facts
+    assert facts.run_root is not None
+    if facts.run_root_written is not None:
+        return storage.mount_path, facts.run_root_written, ("storage", "run_root")
+    return storage.mount_path, facts.run_root, ("storage",)
+
+
+def check_run_root(ctx: RuleContext) -> Iterator[Diagnostic]:
+    mount, run_root, where = _storage_paths(ctx)
+    norm_mount, norm_root = normalize_path(mount), normalize_path(run_root)
+    if norm_root == norm_mount:
+        yield ctx.locate(
+            "run-root-is-mount", f"storage.run_root ({run_root}) is the mount path itself", where,
+            hint=f"give every run its own directory, e.g. {norm_mount.rstrip('/')}/runs/{ctx.facts.name or 'NAME'}",
+        )
+    elif not is_within(norm_root, norm_mount):
+        yield ctx.locate(
+            "run-root-outside-mount",
+            f"storage.run_root ({norm_root}) is not inside storage.mount_path ({norm_mount}); the worker's "
+            "root filesystem is discarded when the job ends, so the checkpoint and logs would be lost",
+            where, hint=f"put the run root under {norm_mount}, or leave it out for {norm_mount}/runs/<name>",
+        )
+
+
+def check_read_only(ctx: RuleContext) -> Iterator[Diagnostic]:
+    mount, run_root, where = _storage_paths(ctx)
+    if is_within(mount, READ_ONLY_DATA):
+        yield ctx.locate(
+            "read-only-storage", f"storage.mount_path ({normalize_path(mount)}) is under {READ_ONLY_DATA}, "
+            "which is public and read-only", ("storage", "mount_path"),
+            hint="mount a writable shared storage, e.g. /mnt/megatron",
+        )
+    elif is_within(run_root, READ_ONLY_DATA):
+        yield ctx.locate(
+            "read-only-storage", f"storage.run_root ({normalize_path(run_root)}) is under {READ_ONLY_DATA}, "
+            "which is public and read-only", where, hint="write runs under the writable mount path",
+        )
+
+
+def check_reserved_mount(ctx: RuleContext) -> Iterator[Diagnostic]:
+    mount = normalize_path(ctx.sections["storage"].mount_path)  # type: ignore[attr-defined]
+    blocked = "/" if mount == "/" else next(
+        (r for r in RESERVED_MOUNTS if mount == r or mount.startswith(r + "/")), None)  # both normalised
+    if blocked:
+        what = "the root directory" if blocked == "/" else (mount if mount == blocked else f"under {blocked}")
+        yield ctx.locate(
+            "reserved-mount-path", f"storage.mount_path ({mount}) is {what}, which AIStudio does not allow as a mount point",
+            ("storage", "mount_path"), hint="use a path such as /mnt/megatron",
+        )

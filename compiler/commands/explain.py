@@ -1,0 +1,94 @@
+"""What a spec resolves to, for people (--explain) and for CI gates (--explain --format json)."""
+
+from __future__ import annotations
+
+import json
+
+from ..megatron.parallel import ORDER
+from ..megatron.runfiles import CHECKPOINT_DIR, EXIT_RECORD, RUNTIME_RECORD, TRAIN_LOG
+from ..plan.types import Plan
+
+
+def explain_data(plan: Plan) -> dict:
+    """The plan's derived values as a JSON-ready dict with a stable key order."""
+    par = plan.parallel
+    launch = plan.launch
+    log_dir = launch.log_dir_shown
+    return {
+        "spec": plan.header.spec,
+        "name": plan.name,
+        "image": plan.image.reference,
+        "workers": plan.job.workers,
+        "gpus_per_worker": plan.job.gpus_per_worker,
+        "world_size": plan.world_size,
+        "tensor_parallel": par.tensor,
+        "pipeline_parallel": par.pipeline,
+        "context_parallel": par.context,
+        "expert_parallel": par.expert,
+        "expert_tensor_parallel": par.expert_tensor,
+        "data_parallel": par.data,
+        "rank_order": "-".join(ORDER),
+        "groups": {
+            "tensor": plan.groups.tensor,
+            "context": plan.groups.context,
+            "data": plan.groups.data,
+            "pipeline": plan.groups.pipeline,
+        },
+        "workers_ranks": [list(r) for r in plan.worker_ranks],
+        "run_root": plan.run_root,
+        "paths": {
+            "train_log": f"{log_dir}/{TRAIN_LOG}",
+            "runtime": f"{log_dir}/{RUNTIME_RECORD}",
+            "exit_status": f"{log_dir}/{EXIT_RECORD}",
+            "checkpoint": f"{plan.run_root}/{CHECKPOINT_DIR}",
+        },
+        **_pretrain_data(plan),
+    }
+
+
+def _pretrain_data(plan: Plan) -> dict:
+    pre = plan.pretrain
+    if pre is None:
+        return {}
+    out: dict = {"train_iters": pre.train_iters, "num_microbatches": pre.num_microbatches,
+                 "virtual_pipeline_parallel": pre.virtual_pipeline}
+    est = pre.estimate
+    if est is None:
+        return {**out, "memory_mb": None, "checkpoint_bytes": None}
+    return {
+        **out,
+        "tokens_per_step": est.tokens_per_step,
+        "parameters": {"total": est.parameters_total, "most_loaded_rank": est.parameters_most_loaded_rank},
+        "memory_mb": {
+            "weights_and_optimizer": est.weights_and_optimizer_mb,
+            "activations": est.activations_mb,
+            "megatron_theoretical_total": est.megatron_theoretical_total_mb,
+            "attention_scores": est.attention_scores_mb,
+            "logits_fp32": est.logits_fp32_mb,
+            "peak": est.peak_mb,
+        },
+        "gpu_memory_gb": est.gpu_memory_gb,
+        "peak_fraction_of_gpu": est.peak_fraction_of_gpu,
+        "checkpoint_bytes": {
+            "per_save": est.checkpoint_bytes_per_save,
+            "saves": est.checkpoint_saves,
+            "retained": est.checkpoint_bytes_retained,
+        },
+    }
+
+
+def explain_text(plan: Plan) -> str:
+    """The plan's report (the same tables as plan.md) as aligned text."""
+    lines = [f"{plan.header.spec}: {plan.name}"]
+    for section in plan.report:
+        lines.append(f"  {section.title}")
+        width = max(len(label) for label, _ in section.rows)
+        for label, value in section.rows:
+            lines.append(f"    {label:<{width}}  {value}")
+    return "\n".join(lines) + "\n"
+
+
+def explain_json(plans: list[Plan], diagnostics: list[dict]) -> str:
+    """One JSON document of one shape, whatever was found: {"specs": [...], "diagnostics": [...]}."""
+    document = {"specs": [explain_data(p) for p in plans], "diagnostics": diagnostics}
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"

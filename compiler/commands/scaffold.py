@@ -1,0 +1,142 @@
+"""`megatron-compile init`: a commented spec whose arithmetic is consistent as written.
+
+The layout comes from the options; the model is a small GPT on mock data sized so that every
+Megatron rule holds: heads a multiple of tensor parallel, layers of pipeline parallel, the sequence
+of 2 × context parallel, the global batch of micro × data parallel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+from typing import TextIO
+
+import yaml
+
+from ..diagnostics import sort_diagnostics
+from ..megatron.parallel import world_size
+from ..pipeline import compile_spec
+from .compile import print_diagnostics, refuses_overwrite, relative_to_spec
+
+SCHEMA_LINE = "# yaml-language-server: $schema=../schemas/megatron-job.schema.json"
+
+
+def _y(value: object) -> str:
+    """A YAML scalar as safe_dump spells it (quoted only where YAML needs it)."""
+    return yaml.safe_dump(value, default_flow_style=True, width=10_000).strip().removesuffix("\n...").strip()
+
+
+def scaffold(name: str, *, workers: int, gpus_per_worker: int, tensor: int, pipeline: int, context: int,
+             extends: str | None = None) -> str:
+    """The text of a new spec; the caller compiles it to refuse impossible layouts."""
+    world = world_size(workers, gpus_per_worker)
+    model_parallel = max(1, tensor * pipeline * context)
+    data_parallel = max(1, world // model_parallel)
+    heads = 16 * tensor  # a multiple of tensor parallel
+    hidden = 64 * heads  # head size 64
+    layers = 2 * pipeline  # a multiple of pipeline parallel
+    seq = 1024 * context  # a multiple of 2 × context parallel
+    micro = 1
+    global_batch = micro * data_parallel * 8
+    shared = (
+        f"extends: {_y(extends)}            # the image, the Megatron commit and the storage\n"
+        if extends is not None else
+        "version: 1\n"
+        "image:                            # the image the job runs, built by buildx.sh or regctl.sh\n"
+        "  base: nvcr.io/nvidia/pytorch:25.03-py3\n"
+        "  registry: cr.infini-ai.com      # your availability zone's registry\n"
+        "  namespace: te-0123456789abcdef  # your tenant ID\n"
+        "  repository: megatron-core\n"
+        "  tag: 0.18.2-cu128\n"
+        "megatron:\n"
+        "  commit: 571370c829ca768fe37244f4e2e7f28d8accc4ab   # Megatron Core 0.18.2, pinned\n"
+        "storage:\n"
+        "  mount_path: /mnt/megatron       # writable shared storage; the run root goes below it\n"
+    )
+    return (
+        f"{SCHEMA_LINE}\n"
+        f"#\n"
+        f"# Written by `megatron-compile init`: {workers} worker(s) × {gpus_per_worker} GPU(s) = world size {world};\n"
+        f"# tensor {tensor} × pipeline {pipeline} × context {context} leaves data parallel {data_parallel}.\n"
+        f"# A GPT sized to the layout, on mock data: replace training.model and training.data with your own, then run\n"
+        f"# `megatron-compile --explain` on this file to see the layout and the memory estimates.\n"
+        f"{shared}"
+        f"name: {_y(name)}\n"
+        f"resources:\n"
+        f"  workers: {workers}\n"
+        f"  gpus_per_worker: {gpus_per_worker}\n"
+        f"parallelism:                      # data parallel is derived: world / (tensor × pipeline × context)\n"
+        f"  tensor: {tensor}\n"
+        f"  pipeline: {pipeline}\n"
+        f"  context: {context}\n"
+        f"training:\n"
+        f"  script: pretrain_gpt.py\n"
+        f"  model:\n"
+        f"    num_layers: {layers}                   # a multiple of pipeline\n"
+        f"    hidden_size: {hidden}\n"
+        f"    num_attention_heads: {heads}          # a multiple of tensor\n"
+        f"    seq_length: {seq}                # a multiple of 2 × context when context > 1\n"
+        f"    max_position_embeddings: {seq}\n"
+        f"    vocab_size: 32000\n"
+        f"  batch:\n"
+        f"    micro: {micro}\n"
+        f"    global: {global_batch}                     # a multiple of micro × data parallel ({micro} × {data_parallel})\n"
+        f"  train_iters: 1000\n"
+        f"  optimizer:\n"
+        f"    lr: 0.0003\n"
+        f"    min_lr: 0.00003\n"
+        f"    decay_style: cosine\n"
+        f"    warmup_iters: 100\n"
+        f"  data:\n"
+        f"    mock: true                      # or paths: [/mnt/megatron/data/<corpus>_text_document]\n"
+        f"    tokenizer:\n"
+        f"      type: NullTokenizer\n"
+        f"  checkpoint:\n"
+        f"    save_interval: 500              # saved under $RUN_ROOT/ckpt; a restarted job resumes\n"
+    )
+
+
+def main(argv: list[str], out: TextIO, err: TextIO) -> int:
+    """`megatron-compile init NAME [--workers N --gpus-per-worker G --tp T --pp P --cp C] [-o FILE]`."""
+    parser = argparse.ArgumentParser(prog="megatron-compile init",
+                                     description="Write a commented spec that compiles as written.")
+    parser.add_argument("name", help="the run name: lowercase letters, digits and '-'")
+    parser.add_argument("-o", "--output", help="the spec file (default: specs/NAME.yaml)")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--gpus-per-worker", type=int, default=8)
+    parser.add_argument("--tp", type=int, default=1, help="tensor parallel")
+    parser.add_argument("--pp", type=int, default=1, help="pipeline parallel")
+    parser.add_argument("--cp", type=int, default=1, help="context parallel")
+    parser.add_argument("--extends", metavar="BASE", help="extend a base spec instead of writing image/megatron/storage")
+    parser.add_argument("--force", action="store_true", help="overwrite the output file")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    target = Path(args.output or f"specs/{args.name}.yaml")
+    if refuses_overwrite(target, args.force, err):
+        return 1
+    extends = relative_to_spec(args.extends, target) if args.extends else None
+    text = scaffold(args.name, workers=args.workers, gpus_per_worker=args.gpus_per_worker, tensor=args.tp,
+                    pipeline=args.pp, context=args.cp, extends=extends)
+    # Refuse an impossible layout with the compiler's own diagnostics, before anything is written.
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = Path(tmp) / target.name
+        probe.write_text(text, encoding="utf-8")
+        if extends is not None:
+            probe = target.parent / f".{target.name}.init-probe"
+            probe.write_text(text, encoding="utf-8")
+        try:
+            result = compile_spec(str(probe), str(target), render_files=False)
+        finally:
+            if extends is not None:
+                probe.unlink()
+    if not result.ok or result.diagnostics:
+        print_diagnostics(sort_diagnostics(result.diagnostics), "text", out)
+        err.write(f"{target}: not written; the layout above cannot run\n")
+        return 1
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    err.write(f"wrote {target}: world size {result.plan.world_size}, data parallel {result.plan.parallel.data}\n")
+    return 0

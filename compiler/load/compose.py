@@ -1,0 +1,231 @@
+"""Compose stage: a spec, the base specs it `extends`, and `--set` overrides -> one SourceDoc.
+
+`extends: base.yaml` (relative to the spec, or a list of them) deep-merges mappings, later wins,
+lists are replaced whole; the spec itself wins over its bases. Every value keeps the location of the
+file (or the --set) it came from, so a diagnostic points where the offending value was written,
+through any number of levels.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import typing
+from typing import Any, Callable, NamedTuple
+
+import yaml
+
+from ..diagnostics import Diagnostic, Span, make_error
+from .source import Location, ScalarSpelling, SourceDoc, load_file
+
+EXTENDS = "extends"
+MAX_DEPTH = 16
+
+
+class Override(NamedTuple):
+    """One `--set KEY=VALUE`, as given on the command line."""
+
+    raw: str
+
+    @property
+    def origin(self) -> str:
+        return f"--set {self.raw}"
+
+
+class Composed:
+    """What composing a spec gave: the document (None on errors), diagnostics, and the bases used."""
+
+    __slots__ = ("doc", "diagnostics", "bases")
+
+    def __init__(self, doc: SourceDoc | None) -> None:
+        self.doc = doc
+        self.diagnostics: list[Diagnostic] = []
+        self.bases: list[str] = []  # real paths of every base file used
+
+
+_cache: dict[tuple[str, str], tuple[int, SourceDoc | None, list[Diagnostic]]] = {}
+
+
+def _load_cached(path: str, display: str) -> tuple[SourceDoc | None, list[Diagnostic]]:
+    """load_file, remembered per process: many specs extend the same base. Keyed by the name
+    diagnostics print too: a file that failed to load must not report under another name."""
+    real = os.path.realpath(path)
+    try:
+        mtime = os.stat(real).st_mtime_ns
+    except OSError:
+        return load_file(path, display)
+    hit = _cache.get((real, display))
+    if hit is not None and hit[0] == mtime:
+        return hit[1], hit[2]
+    doc, diags = load_file(path, display)
+    _cache[(real, display)] = (mtime, doc, diags)
+    return doc, diags
+
+
+def _has(data: Any, path: tuple) -> bool:
+    for part in path:
+        if isinstance(data, dict) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+            data = data[part]
+        else:
+            return False
+    return True
+
+
+def _paths(data: Any, prefix: tuple = ()) -> typing.Iterator[tuple]:
+    yield prefix
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield from _paths(value, prefix + (key,))
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            yield from _paths(value, prefix + (index,))
+
+
+def deep_merge(base: Any, top: Any) -> Any:
+    """Mappings merge key by key (top wins); anything else, lists included, is replaced by top."""
+    if isinstance(base, dict) and isinstance(top, dict):
+        merged = dict(base)
+        for key, value in top.items():
+            merged[key] = deep_merge(base[key], value) if key in base else value
+        return merged
+    return top
+
+
+def _merge_docs(base: SourceDoc, top: SourceDoc) -> SourceDoc:
+    data = deep_merge(base.data, top.data)
+    values, keys, spellings = {}, {}, {}
+    for path in _paths(data):
+        source = top if _has(top.data, path) else base
+        if path in source.values:
+            values[path] = source.values[path]
+        if path in source.keys:
+            keys[path] = source.keys[path]
+        if path in source.spellings:
+            spellings[path] = source.spellings[path]
+    return SourceDoc(file=top.file, text=top.text, data=data, values=values, keys=keys, spellings=spellings)
+
+
+def _error_at(doc: SourceDoc, path: tuple, code: str, message: str, hint: str | None = None) -> Diagnostic:
+    loc = doc.value_location(path)
+    where: dict[str, Any] = {"file": doc.file}
+    if loc is not None:
+        where = {"file": loc.file, "line": loc.span.line, "column": loc.span.column}
+    return make_error(code, message, hint=hint, key_path=path, **where)
+
+
+def _resolve(path: str, display: str, stack: tuple[str, ...], out: Composed) -> SourceDoc | None:
+    doc, diags = _load_cached(path, display)
+    out.diagnostics.extend(diags)
+    if doc is None:
+        return None
+    if EXTENDS not in doc.data:
+        return doc
+    raw = doc.data[EXTENDS]
+    entries = [raw] if isinstance(raw, str) else raw
+    if not isinstance(entries, list) or not all(isinstance(e, str) and e for e in entries):
+        out.diagnostics.append(_error_at(doc, (EXTENDS,), "type", "extends: expected a path or a list of paths",
+                                         hint="extends: base.yaml"))
+        return None
+    own = SourceDoc(file=doc.file, text=doc.text, data={k: v for k, v in doc.data.items() if k != EXTENDS},
+                    values=doc.values, keys=doc.keys, spellings=doc.spellings)
+    merged: SourceDoc | None = None
+    ok = True
+    for index, entry in enumerate(entries):
+        where = (EXTENDS,) if isinstance(raw, str) else (EXTENDS, index)
+        base_path = os.path.normpath(os.path.join(os.path.dirname(path), entry))
+        base_display = posixpath.normpath(posixpath.join(posixpath.dirname(display), entry))
+        real = os.path.realpath(base_path)
+        if real in stack:
+            chain = " -> ".join([display, base_display])
+            out.diagnostics.append(_error_at(
+                doc, where, "extends-cycle", f"extends cycle: {chain}, which is already being extended",
+                hint="a base must not extend, directly or not, a spec that extends it",
+            ))
+            ok = False
+            continue
+        if not os.path.isfile(base_path):
+            out.diagnostics.append(_error_at(
+                doc, where, "extends-missing", f"extends: {base_display} does not exist",
+                hint="paths in extends are relative to the spec that names them",
+            ))
+            ok = False
+            continue
+        if len(stack) >= MAX_DEPTH:
+            out.diagnostics.append(_error_at(doc, where, "extends-cycle", f"extends nests deeper than {MAX_DEPTH} levels"))
+            ok = False
+            continue
+        out.bases.append(real)
+        base = _resolve(base_path, base_display, stack + (real,), out)
+        if base is None:
+            ok = False
+            continue
+        merged = base if merged is None else _merge_docs(merged, base)
+    if not ok:
+        return None
+    return own if merged is None else _merge_docs(merged, own)
+
+
+def _no_strings(path: tuple) -> bool:
+    return False
+
+
+def apply_override(doc: SourceDoc, override: Override,
+                   expects_string: Callable[[tuple], bool] = _no_strings) -> tuple[SourceDoc | None, list[Diagnostic]]:
+    """Set one dotted key to a value typed like the spec (`expects_string(path)`: the field takes a
+    string, so a commit of 40 digits or a tag like 3.10 stays text); errors name the --set."""
+    key, sep, text = override.raw.partition("=")
+    origin = override.origin
+    value_column = len("--set ") + len(key) + 2
+
+    def error(message: str, column: int = 7, hint: str | None = None) -> list[Diagnostic]:
+        return [make_error("set-value", message, hint=hint, file=origin, line=1, column=column)]
+
+    parts = tuple(key.split(".")) if key else ()
+    if not sep or not parts or not all(parts):
+        return None, error(f"--set takes KEY=VALUE with a dotted key, got {override.raw!r}",
+                           hint="--set parallelism.tensor=4")
+    if expects_string(parts):
+        value: Any = text
+    else:
+        try:
+            value = yaml.safe_load(text) if text else None
+        except yaml.YAMLError as exc:
+            problem = getattr(exc, "problem", None) or "invalid YAML"
+            return None, error(f"the value of --set {key} is not valid YAML: {problem}", value_column)
+    data = deep_merge(doc.data, _nest(parts, value))
+    span = Span(1, value_column, 1, value_column + len(text))
+    values = {p: loc for p, loc in doc.values.items() if p[: len(parts)] != parts}
+    keys = dict(doc.keys)
+    for sub in _paths(value, parts):
+        values[sub] = Location(origin, span)
+    for depth in range(1, len(parts) + 1):
+        keys.setdefault(parts[:depth], Location(origin, Span(1, 7, 1, 7 + len(key))))
+        values.setdefault(parts[:depth], Location(origin, span))
+    spellings = {p: s for p, s in doc.spellings.items() if p[: len(parts)] != parts}
+    if not isinstance(value, (str, dict, list)) and value is not None:
+        spellings[parts] = ScalarSpelling(text, plain=True)
+    return SourceDoc(file=doc.file, text=doc.text, data=data, values=values, keys=keys, spellings=spellings), []
+
+
+def _nest(parts: tuple, value: Any) -> dict:
+    for part in reversed(parts[1:]):
+        value = {part: value}
+    return {parts[0]: value}
+
+
+def compose(path: str, display: str, overrides: tuple[Override, ...] = (),
+            expects_string: Callable[[tuple], bool] = _no_strings) -> Composed:
+    """Load a spec with its bases and overrides into one SourceDoc, or the diagnostics why not."""
+    out = Composed(doc=None)
+    doc = _resolve(path, display, (os.path.realpath(path),), out)
+    if doc is None:
+        return out
+    for override in overrides:
+        doc, diags = apply_override(doc, override, expects_string)
+        out.diagnostics.extend(diags)
+        if doc is None:
+            return out
+    out.doc = doc
+    return out

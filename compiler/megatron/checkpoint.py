@@ -1,0 +1,50 @@
+"""Megatron's checkpoint layout at the pinned commit: which files a save writes, and which ranks write them."""
+
+from __future__ import annotations
+
+from .parallel import ParallelLayout, RankLayout
+
+NO_FULLY_PARALLEL_SAVE = "--no-ckpt-fully-parallel-save"
+# torch_dist's files beside the shards (megatron/core/dist_checkpointing at 571370c8)
+TORCH_DIST_FILES = (".metadata", "metadata.json", "common.pt")
+LEGACY_FILE = "model_optim_rng.pt"
+
+
+def shard_file(rank: int) -> str:
+    """The torch_dist shard a rank writes: __<rank>_0.distcp."""
+    return f"__{rank}_0.distcp"
+
+
+def shard_ranks(groups: RankLayout, fully_parallel_save: bool = False) -> tuple[int, ...]:
+    """The ranks whose torch_dist shard files (`__<rank>_0.distcp`) verify.sh requires.
+
+    Without fully parallel save (the bounded example's dist_checkpointing.save), data-parallel
+    replica 0 writes them: it holds the replica_id-0 copy of every tensor and the others are
+    deduplicated. Seen in real runs: TP=2 (ranks 0 and 1, tests/fixtures/h200-tp2-run), TP=1
+    (rank 0). pretrain_gpt.py saves fully in parallel by default (--no-ckpt-fully-parallel-save
+    turns it off; megatron/training/config/training_config.py:491 at 571370c8): the data-parallel
+    group shares the writing, each shard going greedily to the least-loaded rank that holds it
+    (dist_checkpointing/exchange_utils.py:117), so every rank writes a file as long as the group
+    has at least as many shards as ranks (a GPT layer alone has a dozen; a rank with nothing to
+    write writes no file, strategies/filesystem_async.py:183). Seen in a real run with DP=2 across
+    two workers (tests/fixtures/h200-pretrain-2workers-run)."""
+    if fully_parallel_save:
+        return tuple(sorted(rank for group in groups.data for rank in group))
+    return tuple(sorted(group[0] for group in groups.data))
+
+
+def legacy_checkpoint_dirs(layout: ParallelLayout) -> tuple[str, ...]:
+    """The per-rank directories of a `torch` (legacy) checkpoint, as Megatron's
+    get_checkpoint_name names them: mp_rank_TT, with _PPP when pipeline-parallel and _EEE when
+    expert-parallel (megatron/training/checkpointing.py at 571370c8); data-parallel rank 0 writes."""
+    names = []
+    for tp in range(layout.tensor):
+        for pp in range(layout.pipeline):
+            for ep in range(layout.expert):
+                name = f"mp_rank_{tp:02d}"
+                if layout.pipeline > 1:
+                    name += f"_{pp:03d}"
+                if layout.expert > 1:
+                    name += f"_{ep:03d}"
+                names.append(name)
+    return tuple(names)

@@ -1,0 +1,254 @@
+"""The one flag table: each typed spec field and the Megatron-LM flag it compiles to.
+
+The plan passes the flags the table gives, the rules refuse raw args that repeat one, and `import`
+maps a script's flags back to the same fields, all from FLAGS below. A new typed flag is one row
+here plus its field in schema/models.py. Flag names and defaults are those of
+megatron/training/arguments.py at the pinned commit 571370c829ca768fe37244f4e2e7f28d8accc4ab.
+"""
+
+from __future__ import annotations
+
+import keyword
+from typing import Any, Callable, Iterator, NamedTuple
+
+from .runfiles import CHECKPOINT_DIR, TENSORBOARD_DIR
+
+# When a row's flag is passed. A field left out is Megatron's own default, so only what a spec
+# says differs from Megatron appears on the command line.
+ALWAYS = "always"  # a required field
+GIVEN = "given"  # the spec wrote the field (after extends and --set), even if equal to the default
+SET = "set"  # the field is not null
+TRUE = "true"  # a switch: the field is true
+NOT_DEFAULT = "not-default"  # the value differs from Megatron's default, or the spec wrote it
+EQUALS = "equals"  # the field equals the row's constant (kind const:VALUE)
+
+# What fused_kernels: false passes besides --no-persist-layer-norm (kernels that need Apex or TE).
+UNFUSED_FLAGS = ("--no-gradient-accumulation-fusion", "--no-masked-softmax-fusion", "--no-bias-gelu-fusion",
+                 "--no-bias-dropout-fusion")
+
+
+class Flag(NamedTuple):
+    """One Megatron-LM flag and its values (none for a switch). A value may reference the run root."""
+
+    name: str
+    values: tuple[str, ...] = ()
+    run_root_relative: bool = False  # the single value is a path under $RUN_ROOT
+
+
+class Row(NamedTuple):
+    """A typed field and its flag. kind: int | float | str | switch | const:VALUE | run-root:DIR."""
+
+    flag: str
+    path: tuple[str, ...]  # the field in the spec, as YAML spells it
+    kind: str
+    when: str
+    requires: tuple[str, ...] | None = None  # passed only when this other field is truthy
+    default: object = None  # Megatron's default, for NOT_DEFAULT
+
+
+class Custom(NamedTuple):
+    """Flags derived from several fields at once, at their place in the order. Owned flags are
+    the typed sections' alone; the others (the --no-*-fusion switches) a spec may pass in raw args
+    when its typed fields do not already pass them."""
+
+    flags: tuple[str, ...]
+    derive: Callable[[Any], Iterator[Flag]]
+    owned: bool = True
+
+
+def _path(text: str) -> tuple[str, ...]:
+    return tuple(text.split("."))
+
+
+def _kernel_flags(spec: Any) -> Iterator[Flag]:
+    t = spec.training
+    m = t.model
+    if m.transformer_impl == "local" or not t.fused_kernels:
+        # Megatron asserts persist_layer_norm is off with torch's LayerNorm (no Apex, no TE)
+        yield Flag("--no-persist-layer-norm")
+    if not t.fused_kernels:
+        yield from (Flag(f) for f in UNFUSED_FLAGS)
+        if m.swiglu:
+            yield Flag("--no-bias-swiglu-fusion")
+        if m.position_embedding == "rope":
+            # TransformerConfig (transformer_config.py:1961) refuses rope fusion without TE >= 1.4
+            yield Flag("--no-rope-fusion")
+
+
+def _data_path_flags(spec: Any) -> Iterator[Flag]:
+    data = spec.training.data
+    if data.mock:
+        return
+    if data.weights is not None:
+        yield Flag("--data-path", tuple(v for w, p in zip(data.weights, data.paths) for v in (number(w), p)))
+    else:
+        yield Flag("--data-path", tuple(data.paths))
+
+
+def R(flag: str, path: str, kind: str, when: str, requires: str | None = None, default: object = None) -> Row:
+    return Row(flag, _path(path), kind, when, _path(requires) if requires else None, default)
+
+
+FLAGS: tuple[Row | Custom, ...] = (
+    R("--tensor-model-parallel-size", "parallelism.tensor", "int", NOT_DEFAULT, default=1),
+    R("--pipeline-model-parallel-size", "parallelism.pipeline", "int", NOT_DEFAULT, default=1),
+    R("--context-parallel-size", "parallelism.context", "int", NOT_DEFAULT, default=1),
+    R("--expert-model-parallel-size", "parallelism.expert", "int", NOT_DEFAULT, default=1),
+    R("--expert-tensor-parallel-size", "parallelism.expert_tensor", "int", SET),
+    R("--num-layers-per-virtual-pipeline-stage", "training.virtual_pipeline", "int", SET),
+    R("--sequence-parallel", "training.sequence_parallel", "switch", TRUE),
+    R("--use-distributed-optimizer", "training.distributed_optimizer", "switch", TRUE),
+    R("--num-layers", "training.model.num_layers", "int", ALWAYS),
+    R("--hidden-size", "training.model.hidden_size", "int", ALWAYS),
+    R("--num-attention-heads", "training.model.num_attention_heads", "int", ALWAYS),
+    R("--ffn-hidden-size", "training.model.ffn_hidden_size", "int", SET),
+    R("--group-query-attention", "training.model.num_query_groups", "switch", SET),
+    R("--num-query-groups", "training.model.num_query_groups", "int", SET),
+    R("--seq-length", "training.model.seq_length", "int", ALWAYS),
+    R("--max-position-embeddings", "training.model.max_position_embeddings", "int", ALWAYS),
+    R("--vocab-size", "training.model.vocab_size", "int", SET),
+    R("--make-vocab-size-divisible-by", "training.model.make_vocab_size_divisible_by", "int", GIVEN),
+    R("--swiglu", "training.model.swiglu", "switch", TRUE),
+    R("--normalization", "training.model.normalization", "str", GIVEN),
+    R("--position-embedding-type", "training.model.position_embedding", "str", GIVEN),
+    R("--rotary-base", "training.model.rotary_base", "int", SET),
+    R("--untie-embeddings-and-output-weights", "training.model.untie_embeddings", "switch", TRUE),
+    R("--disable-bias-linear", "training.model.disable_bias_linear", "switch", TRUE),
+    R("--num-experts", "training.model.num_experts", "int", SET),
+    R("--moe-router-topk", "training.model.moe_router_topk", "int", GIVEN, requires="training.model.num_experts"),
+    R("--moe-ffn-hidden-size", "training.model.moe_ffn_hidden_size", "int", SET, requires="training.model.num_experts"),
+    R("--transformer-impl", "training.model.transformer_impl", "str", GIVEN),
+    Custom(("--no-persist-layer-norm", *UNFUSED_FLAGS, "--no-bias-swiglu-fusion", "--no-rope-fusion"), _kernel_flags,
+           owned=False),
+    R("--recompute-granularity", "training.recompute.granularity", "str", SET),
+    R("--recompute-method", "training.recompute.method", "str", SET),
+    R("--recompute-num-layers", "training.recompute.num_layers", "int", SET),
+    R("--micro-batch-size", "training.batch.micro", "int", ALWAYS),
+    R("--global-batch-size", "training.batch.global", "int", ALWAYS),
+    R("--train-iters", "training.train_iters", "int", SET),
+    R("--train-samples", "training.train_samples", "int", SET),
+    R("--lr", "training.optimizer.lr", "float", ALWAYS),
+    R("--min-lr", "training.optimizer.min_lr", "float", GIVEN),
+    R("--lr-decay-style", "training.optimizer.decay_style", "str", GIVEN),
+    R("--lr-warmup-iters", "training.optimizer.warmup_iters", "int", GIVEN),
+    R("--lr-decay-iters", "training.optimizer.decay_iters", "int", SET),
+    R("--lr-warmup-samples", "training.optimizer.warmup_samples", "int", SET),
+    R("--lr-decay-samples", "training.optimizer.decay_samples", "int", SET),
+    R("--weight-decay", "training.optimizer.weight_decay", "float", GIVEN),
+    R("--clip-grad", "training.optimizer.clip_grad", "float", GIVEN),
+    R("--adam-beta1", "training.optimizer.adam_beta1", "float", GIVEN),
+    R("--adam-beta2", "training.optimizer.adam_beta2", "float", GIVEN),
+    R("--bf16", "training.precision", "const:bf16", EQUALS),
+    R("--fp16", "training.precision", "const:fp16", EQUALS),
+    R("--mock-data", "training.data.mock", "switch", TRUE),
+    Custom(("--data-path",), _data_path_flags),
+    R("--split", "training.data.split", "str", SET),
+    R("--tokenizer-type", "training.data.tokenizer.type", "str", GIVEN),
+    R("--vocab-file", "training.data.tokenizer.vocab_file", "str", SET),
+    R("--merge-file", "training.data.tokenizer.merge_file", "str", SET),
+    R("--tokenizer-model", "training.data.tokenizer.model", "str", SET),
+    R("--save", "training.checkpoint", f"run-root:{CHECKPOINT_DIR}", ALWAYS),
+    R("--save-interval", "training.checkpoint.save_interval", "int", ALWAYS),
+    R("--ckpt-format", "training.checkpoint.format", "str", GIVEN),
+    R("--load", "training.checkpoint.resume", f"run-root:{CHECKPOINT_DIR}", TRUE),
+    R("--override-opt_param-scheduler", "training.checkpoint.scheduler", "const:spec", EQUALS,
+      requires="training.checkpoint.resume"),
+    R("--use-checkpoint-opt_param-scheduler", "training.checkpoint.scheduler", "const:checkpoint", EQUALS,
+      requires="training.checkpoint.resume"),
+    R("--log-interval", "training.logging.interval", "int", GIVEN),
+    R("--eval-interval", "training.eval.interval", "int", GIVEN),
+    R("--eval-iters", "training.eval.iters", "int", GIVEN),
+    R("--log-throughput", "training.logging.throughput", "switch", TRUE),
+    R("--tensorboard-dir", "training.logging.tensorboard", f"run-root:{TENSORBOARD_DIR}", TRUE),
+)
+
+ROWS: tuple[Row, ...] = tuple(r for r in FLAGS if isinstance(r, Row))
+# Flags the typed sections own whether or not this spec sets them: raw args must not repeat them.
+OWNED_FLAGS = frozenset(r.flag for r in ROWS) | frozenset(
+    f for c in FLAGS if isinstance(c, Custom) and c.owned for f in c.flags)
+
+
+def attribute(name: str) -> str:
+    """The record attribute of a YAML key: `global` is `global_` (a Python keyword)."""
+    return name + "_" if keyword.iskeyword(name) else name
+
+
+def _lookup(spec: Any, path: tuple[str, ...]) -> tuple[Any, Any]:
+    """(the section holding the field, the field's value); (None, None) when a section is absent."""
+    section = spec
+    for name in path[:-1]:
+        section = getattr(section, attribute(name))
+        if section is None:
+            return None, None
+    return section, getattr(section, attribute(path[-1]))
+
+
+def number(value: float) -> str:
+    """A float as Python (and so Megatron's argparse) round-trips it: 0.0001, 1e-05, 1.0."""
+    return repr(float(value))
+
+
+def _passes(row: Row, section: Any, value: Any) -> bool:
+    if section is None:
+        return False
+    if row.when == ALWAYS:
+        return True
+    if row.when == GIVEN:
+        return row.path[-1] in section.model_fields_set or attribute(row.path[-1]) in section.model_fields_set
+    if row.when == SET:
+        return value is not None
+    if row.when == TRUE:
+        return bool(value)
+    if row.when == NOT_DEFAULT:
+        return value != row.default or row.path[-1] in section.model_fields_set
+    if row.when == EQUALS:
+        return value == row.kind.partition(":")[2]
+    raise ValueError(f"unknown condition {row.when!r}")
+
+
+def _flag(row: Row, value: Any) -> Flag:
+    kind, _, arg = row.kind.partition(":")
+    if kind in ("switch", "const"):
+        return Flag(row.flag)
+    if kind == "run-root":
+        return Flag(row.flag, (arg,), run_root_relative=True)
+    return Flag(row.flag, (number(value) if kind == "float" else str(value),))
+
+
+def flags(spec: Any) -> list[Flag]:
+    """Every flag the typed sections of a pretrain spec set, in the table's order."""
+    out: list[Flag] = []
+    for entry in FLAGS:
+        if isinstance(entry, Custom):
+            out.extend(entry.derive(spec))
+            continue
+        if entry.requires is not None and not _lookup(spec, entry.requires)[1]:
+            continue
+        section, value = _lookup(spec, entry.path)
+        if _passes(entry, section, value):
+            out.append(_flag(entry, value))
+    return out
+
+
+def arg_flag_name(arg: str) -> str:
+    """The flag a raw training.args entry names: `--flag` or `--flag=value` -> `--flag`."""
+    return arg.split("=", 1)[0]
+
+
+def import_table() -> dict[str, tuple[tuple[str, ...], str]]:
+    """flag -> (spec path, kind) for the flags `import` turns back into typed fields: every row whose
+    flag alone determines its field's value."""
+    table: dict[str, tuple[tuple[str, ...], str]] = {}
+    for row in ROWS:
+        if row.kind.startswith("run-root") or (row.kind == "switch" and row.when != TRUE):
+            continue
+        if row.kind.startswith("const:") and row.requires is not None:
+            continue
+        table[row.flag] = (row.path, row.kind)
+    return table
+
+
+# Flags the compiler derives from other fields; present in a script, they are implied, not copied.
+IMPLIED = (frozenset(f for c in FLAGS if isinstance(c, Custom) for f in c.flags if f != "--data-path")
+           | frozenset(r.flag for r in ROWS if r.kind == "switch" and r.when != TRUE)
+           | frozenset(r.flag for r in ROWS if r.kind.startswith("const:") and r.requires is not None))

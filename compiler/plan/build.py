@@ -1,0 +1,156 @@
+"""Plan stage: a validated spec and its facts -> Plan, every value the artifacts print.
+
+Templates read the plan and decide nothing: numbers are computed here, paths are joined here, argv
+lists are built here as shell words, and optional blocks are plan booleans. Derived values come
+from the facts (check/facts.py), computed once per spec.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from .. import __version__
+from ..check.facts import Facts
+from ..megatron.flags import Flag
+from ..megatron.pretrain import num_microbatches, train_iterations, virtual_pipeline_size
+from ..megatron.runfiles import NODES_DIR, RUNTIME_PROBE
+from ..platform.aistudio import JOB_FILE, AIStudioJob, PLATFORM
+from .report import report
+from .shell import Var, Word
+from .types import Artifact, Header, ImagePlan, LaunchPlan, MegatronPlan, Plan, PretrainPlan, Step
+from .verify import verify_plan
+
+TOOL = "megatron-compile"
+DEFAULT_MASTER_PORT = 29500
+NGC_REGISTRY = "nvcr.io"  # NVIDIA's registry, where base images may want an API key login
+
+IMAGE_ARTIFACTS = (Artifact("Dockerfile", "Dockerfile.j2"), Artifact("buildx.sh", "buildx.sh.j2"),
+                   Artifact("regctl.sh", "regctl.sh.j2"))
+TRAIN_ARTIFACTS = (Artifact(JOB_FILE, None), Artifact("launch.sh", "launch.sh.j2"),
+                   Artifact("verify.sh", "verify.sh.j2"))
+SUMMARY_ARTIFACTS = (Artifact("plan.md", "plan.md.j2"),)
+
+
+def spec_digest(spec: Any) -> str:
+    """sha256 of the resolved spec (defaults applied) as canonical JSON."""
+    canonical = json.dumps(spec.model_dump(mode="json", by_alias=True), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _image_host(reference: str) -> str:
+    first = reference.split("/", 1)[0]
+    if "/" in reference and ("." in first or ":" in first or first == "localhost"):
+        return first
+    return "docker.io"
+
+
+def _base_mirror(spec: Any) -> str:
+    """nvcr.io/nvidia/pytorch:25.03-py3 -> REGISTRY/NAMESPACE/nvidia-pytorch:25.03-py3 (the seed's naming)."""
+    ref = spec.image.base.split("@", 1)[0]
+    name, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "")
+    parts = name.split("/")
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        parts = parts[1:]
+    return f"{spec.image.registry}/{spec.image.namespace}/{'-'.join(parts)}:{tag or 'latest'}"
+
+
+def flag_words(flag: Flag) -> tuple[Word, ...]:
+    """A flag as argv words; run-root-relative values become "$RUN_ROOT/…"."""
+    if flag.run_root_relative:
+        return (Word.lit(flag.name), Word((Var("RUN_ROOT"), "/" + flag.values[0])))
+    return (Word.lit(flag.name),) + tuple(Word.lit(v) for v in flag.values)
+
+
+def _pretrain_plan(spec: Any, facts: Facts) -> PretrainPlan | None:
+    if not facts.is_pretrain:
+        return None
+    t = spec.training
+    layout = facts.layout
+    assert layout is not None and facts.flags is not None  # validation guarantees both
+    return PretrainPlan(
+        flags=facts.flags, train_iters=train_iterations(t.train_iters, t.train_samples, t.batch.global_),
+        save_interval=t.checkpoint.save_interval,
+        num_microbatches=num_microbatches(t.batch.global_, t.batch.micro, layout.data),
+        virtual_pipeline=virtual_pipeline_size(t.model.num_layers, layout.pipeline, t.virtual_pipeline),
+        estimate=facts.estimate,
+    )
+
+
+def _launch_plan(spec: Any, facts: Facts, pretrain: PretrainPlan | None) -> LaunchPlan:
+    res, par = spec.resources, spec.parallelism
+    assert facts.run_root is not None and facts.script is not None
+    multi = res.workers > 1
+    if multi:
+        # The seed's multi-worker command: node count and rank come from the platform at run time.
+        log_dir = Word((Var("RUN_ROOT"), f"/{NODES_DIR}/node-", Var("NODE_RANK")))
+        distributed: tuple[Word, ...] = (
+            Word(("--nproc_per_node=", Var("GPUS_PER_NODE"))),
+            Word(("--nnodes=", Var("NNODES"))),
+            Word(("--node_rank=", Var("NODE_RANK"))),
+            Word(("--master_addr=", Var("MASTER_ADDR"))),
+            Word(("--master_port=", Var("MASTER_PORT"))),
+        )
+    else:
+        log_dir = Word((Var("RUN_ROOT"),))
+        distributed = (Word.lit(f"--nproc_per_node={res.gpus_per_worker}"),)
+    flag_lines = tuple(flag_words(f) for f in pretrain.flags) if pretrain else ()
+    torchrun = (
+        ((Word.lit("torchrun"),),) + tuple((w,) for w in distributed) + ((Word.lit(facts.script),),)
+        + flag_lines + tuple((Word.lit(a),) for a in spec.training.args)
+    )
+    env = dict(spec.training.env)
+    if pretrain is not None and (par.tensor > 1 or par.context > 1):
+        # Megatron asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with TP or CP on Hopper and older GPUs, so
+        # that communication kernels are queued ahead of the compute they overlap with.
+        env.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
+    resume = spec.training.resume or (pretrain is not None and spec.training.checkpoint.resume)
+    return LaunchPlan(
+        expected_gpus=res.gpus_per_worker, expected_nodes=res.workers, multi_worker=multi,
+        default_master_port=DEFAULT_MASTER_PORT, log_dir=log_dir,
+        log_dir_shown=log_dir.as_text().replace("$RUN_ROOT", facts.run_root), torchrun=torchrun,
+        tee=(Word.lit("tee"), Word.lit("-i")) + ((Word.lit("-a"),) if resume else ())
+        + (Word((Var("TRAIN_LOG"),)),),
+        env=tuple(sorted(env.items())), has_env=bool(env), resume=resume, runtime_probe=RUNTIME_PROBE,
+    )
+
+
+def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | None = None) -> Plan:
+    """Derive every value the artifacts need from a spec that validated without errors, and its facts."""
+    res = spec.resources
+    layout = facts.layout
+    assert layout is not None and facts.run_root is not None and facts.mount_path is not None
+    root = facts.megatron_root
+    reference = f"{spec.image.registry}/{spec.image.namespace}/{spec.image.repository}:{spec.image.tag}"
+    header = Header(tool=TOOL, version=__version__, spec=spec_display, spec_sha256=spec_digest(spec),
+                    regenerate=regenerate or f"{TOOL} {spec_display}")
+    image = ImagePlan(
+        base=spec.image.base, platform=spec.image.platform, registry=spec.image.registry, reference=reference,
+        base_mirror=_base_mirror(spec), registry_username=spec.image.registry_username,
+        has_registry_username=spec.image.registry_username is not None,
+        ngc_login=_image_host(spec.image.base) == NGC_REGISTRY,
+    )
+    megatron = MegatronPlan(
+        repo=spec.megatron.repo, source_url=spec.megatron.repo.removesuffix(".git"), commit=spec.megatron.commit,
+        root=root, datasets_dir=f"{root}/megatron/core/datasets",
+    )
+    groups = layout.rank_groups()
+    pretrain = _pretrain_plan(spec, facts)
+    launch = _launch_plan(spec, facts, pretrain)
+    verify = verify_plan(spec, layout, groups, pretrain, facts.is_bounded_example)
+    job = AIStudioJob(
+        name=spec.name, image=reference, workers=res.workers, gpus_per_worker=res.gpus_per_worker,
+        worker_flavor=res.worker_flavor, rdma=res.rdma, slow_training_detection=res.slow_training_detection,
+        mount_path=facts.mount_path,
+    )
+    steps = (
+        Step(kind="image", artifacts=IMAGE_ARTIFACTS),
+        Step(kind="train", artifacts=TRAIN_ARTIFACTS, launch=launch, verify=verify, pretrain=pretrain),
+    )
+    return Plan(
+        header=header, name=spec.name, world_size=layout.world, run_root=facts.run_root, platform=PLATFORM,
+        image=image, megatron=megatron, parallel=layout, groups=groups, worker_ranks=layout.ranks_per_worker(),
+        job=job, dockerfile_copy=("Megatron-LM", root), steps=steps,
+        report=report(spec, facts, groups, launch, reference, pretrain), summary=SUMMARY_ARTIFACTS,
+    )

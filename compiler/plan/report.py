@@ -1,0 +1,95 @@
+"""plan.md's and --explain's report: what a spec resolves to, as titled tables of text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..check.facts import Facts
+from ..megatron.parallel import ORDER, RankLayout
+from ..megatron.runfiles import CHECKPOINT_DIR, EXIT_RECORD, RUNTIME_RECORD, TRAIN_LOG
+from .types import LaunchPlan, PretrainPlan, ReportSection
+
+
+def _groups_text(groups: list[list[int]]) -> str:
+    return " ".join("[" + ",".join(str(r) for r in g) + "]" for g in groups)
+
+
+def _mb(value: float) -> str:
+    return f"{value:,.2f} MB"
+
+
+def _bytes(value: int) -> str:
+    return f"{value:,} B ({value / 1024**3:,.2f} GiB)"
+
+
+def report(spec: Any, facts: Facts, groups: RankLayout, launch: LaunchPlan, reference: str,
+           pretrain: PretrainPlan | None) -> tuple[ReportSection, ...]:
+    """The sections of plan.md and --explain."""
+    parallel = facts.layout
+    assert parallel is not None and facts.run_root is not None and facts.script is not None
+    world, run_root = parallel.world, facts.run_root
+    res = spec.resources
+    log_dir = launch.log_dir_shown
+    sections = [
+        ReportSection("Job", (
+            ("name", spec.name),
+            ("image", reference),
+            ("workers", str(res.workers)),
+            ("GPUs per worker", str(res.gpus_per_worker)),
+            ("world size", f"{world} = workers {res.workers} × gpus_per_worker {res.gpus_per_worker}"),
+            ("script", facts.script),
+        )),
+        ReportSection("Parallelism", (
+            ("tensor", str(parallel.tensor)),
+            ("pipeline", str(parallel.pipeline)),
+            ("context", str(parallel.context)),
+            ("expert", f"{parallel.expert} (expert_tensor {parallel.expert_tensor})" if parallel.expert > 1
+             else str(parallel.expert)),
+            ("data (derived)", f"{parallel.data} = {world} / (tensor {parallel.tensor} × pipeline {parallel.pipeline} "
+                               f"× context {parallel.context})"),
+            ("rank order", f"{'-'.join(ORDER)} (Megatron Core's default)"),
+            ("tensor groups", _groups_text(groups.tensor)),
+            ("context groups", _groups_text(groups.context)),
+            ("data groups", _groups_text(groups.data)),
+            ("pipeline groups", _groups_text(groups.pipeline)),
+        ) + tuple((f"worker {w} ranks", ",".join(str(r) for r in ranks))
+                  for w, ranks in enumerate(parallel.ranks_per_worker()))),
+        ReportSection("Paths", (
+            ("run root", run_root),
+            ("train log", f"{log_dir}/{TRAIN_LOG}"),
+            ("runtime record", f"{log_dir}/{RUNTIME_RECORD}"),
+            ("exit status record", f"{log_dir}/{EXIT_RECORD}"),
+            ("checkpoint", f"{run_root}/{CHECKPOINT_DIR}"),
+        )),
+    ]
+    if pretrain is not None:
+        t = spec.training
+        rows = [
+            ("train iterations", str(pretrain.train_iters)),
+            ("micro × global batch", f"{t.batch.micro} × {t.batch.global_}"),
+            ("microbatches per step", str(pretrain.num_microbatches)),
+            ("virtual pipeline size", str(pretrain.virtual_pipeline or "none")),
+            ("save interval", str(pretrain.save_interval)),
+        ]
+        est = pretrain.estimate
+        if est is None:
+            rows.append(("estimates", "none: set training.model.vocab_size for memory and checkpoint estimates"))
+        else:
+            rows += [
+                ("tokens per step", f"{est.tokens_per_step:,}"),
+                ("parameters", f"{est.parameters_total:,} total, {est.parameters_most_loaded_rank:,} on the most "
+                               "loaded rank"),
+                ("weights + gradients + optimizer per GPU", _mb(est.weights_and_optimizer_mb)),
+                ("activations per GPU (Megatron's formula)", _mb(est.activations_mb)),
+                ("Megatron's theoretical total per GPU", _mb(est.megatron_theoretical_total_mb)),
+                ("unfused attention scores per GPU", _mb(est.attention_scores_mb)),
+                ("fp32 logits of the loss per GPU", _mb(est.logits_fp32_mb)),
+                ("peak estimate per GPU", _mb(est.peak_mb)),
+                ("GPU memory", "unknown: set resources.gpu_memory_gb" if est.gpu_memory_gb is None
+                 else f"{est.gpu_memory_gb:g} GB, peak at {est.peak_fraction_of_gpu:.0%}"),
+                ("checkpoint per save", _bytes(est.checkpoint_bytes_per_save)),
+                ("checkpoints retained", f"{est.checkpoint_saves} save{'s' if est.checkpoint_saves != 1 else ''}, "
+                                         f"{_bytes(est.checkpoint_bytes_retained)}"),
+            ]
+        sections.append(ReportSection("Training and estimates", tuple(rows)))
+    return tuple(sections)

@@ -1,0 +1,84 @@
+"""verify.sh's checklist: what a finished run root must hold, from the run-files contract."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..megatron.checkpoint import (
+    LEGACY_FILE, NO_FULLY_PARALLEL_SAVE, TORCH_DIST_FILES, legacy_checkpoint_dirs, shard_file, shard_ranks,
+)
+from ..megatron.flags import arg_flag_name
+from ..megatron.parallel import ParallelLayout, RankLayout
+from ..megatron.pretrain import BOUNDED_EXAMPLE_ITERATIONS
+from ..megatron.runfiles import (
+    CHECKPOINT_DIR, EXIT_RECORD, LATEST_CHECKPOINT, RUNTIME_RECORD, TRAIN_LOG, checkpoint_iteration_dir,
+    worker_log_dir,
+)
+from .shell import Word, under
+from .types import Check, PretrainPlan, VerifyPlan
+
+
+def _in_run_root(relative: str) -> Word:
+    return under("RUN_ROOT", relative)
+
+
+def _check(function: str, label: str, *args: Word | str | int) -> Check:
+    words = tuple(a if isinstance(a, Word) else Word.lit(str(a)) for a in args)
+    return Check(function, (Word.lit(label),) + words)
+
+
+def verify_plan(spec: Any, layout: ParallelLayout, groups: RankLayout, pretrain: PretrainPlan | None,
+                bounded: bool) -> VerifyPlan:
+    """The checks of a training step, worker by worker, then the checkpoint's files."""
+    workers, gpus = layout.workers, layout.gpus_per_worker
+    log_dirs = [worker_log_dir(w, workers) for w in range(workers)]
+    checks: list[Check] = []
+    for w, d in enumerate(log_dirs):
+        who = "" if workers == 1 else f" (worker {w})"
+        runtime = _in_run_root(d + RUNTIME_RECORD)
+        checks.append(_check("check_exit", f"torchrun exit status{who}", _in_run_root(d + EXIT_RECORD)))
+        checks.append(_check("check_value", f"runtime gpu_count{who}", runtime, "gpu_count", gpus))
+        checks.append(_check("check_value", f"runtime megatron_commit{who}", runtime, "megatron_commit",
+                             spec.megatron.commit))
+        if workers > 1:
+            checks.append(_check("check_value", f"runtime node_rank{who}", runtime, "node_rank", w))
+            checks.append(_check("check_value", f"runtime nnodes{who}", runtime, "nnodes", workers))
+        if bounded:
+            log = _in_run_root(d + TRAIN_LOG)
+            checks.append(_check("check_iterations", f"iterations 0-{BOUNDED_EXAMPLE_ITERATIONS - 1} on every rank{who}",
+                                 log, BOUNDED_EXAMPLE_ITERATIONS, gpus))
+            checks.append(_check("check_count", f"'Successfully loaded the model' on every rank{who}",
+                                 log, "Successfully loaded the model", gpus))
+    ckpt = CHECKPOINT_DIR + "/"
+    if bounded:
+        legacy = False
+        ranks = shard_ranks(groups)
+    elif pretrain is not None:
+        first, last = _in_run_root(log_dirs[0] + TRAIN_LOG), _in_run_root(log_dirs[-1] + TRAIN_LOG)
+        sizes = (("world_size", layout.world), ("tensor_model_parallel_size", layout.tensor),
+                 ("pipeline_model_parallel_size", layout.pipeline),
+                 ("context_parallel_size", layout.context),
+                 ("expert_model_parallel_size", layout.expert),
+                 ("data_parallel_size", layout.data))
+        for name, value in sizes:
+            checks.append(_check("check_argument", f"Megatron argument {name}", first, name, value))
+        checks.append(_check("check_last_iteration", "last logged iteration", last, pretrain.train_iters))
+        checks.append(_check("check_no_bad_iterations", "no skipped or NaN iterations", last))
+        checks.append(_check("check_content", "latest checkpointed iteration",
+                             _in_run_root(ckpt + LATEST_CHECKPOINT), pretrain.train_iters))
+        ckpt += checkpoint_iteration_dir(pretrain.train_iters) + "/"
+        legacy = spec.training.checkpoint.format == "torch"
+        raw = {arg_flag_name(arg) for arg in spec.training.args}
+        ranks = shard_ranks(groups, fully_parallel_save=NO_FULLY_PARALLEL_SAVE not in raw)
+    else:
+        return VerifyPlan(checks=tuple(checks))
+    if legacy:
+        for name in legacy_checkpoint_dirs(layout):
+            checks.append(_check("check_file", f"checkpoint {ckpt}{name}/{LEGACY_FILE}",
+                                 _in_run_root(f"{ckpt}{name}/{LEGACY_FILE}")))
+        return VerifyPlan(checks=tuple(checks))
+    for name in TORCH_DIST_FILES:
+        checks.append(_check("check_file", f"checkpoint {ckpt}{name}", _in_run_root(ckpt + name)))
+    for rank in ranks:
+        checks.append(_check("check_file", f"checkpoint shard of rank {rank}", _in_run_root(ckpt + shard_file(rank))))
+    return VerifyPlan(checks=tuple(checks))

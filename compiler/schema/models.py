@@ -1,0 +1,287 @@
+"""The job spec v1 as pydantic models: shape, types, ranges and formats only.
+
+Optional pretrain fields default to Megatron-LM's own defaults, and the compiler passes a flag only
+for a field the spec sets, so an imported script round-trips to the same flags.
+
+Field names are the public interface (the spec's YAML keys). Cross-field rules live in rules.py,
+derived values in plan.py. Every string type rejects control characters: nothing a spec says may
+break a line in a generated artifact.
+
+The compile path does not import this module: it validates with pydantic-core and the plain Record
+classes of compiler/spec.py, both derived from these models (compiler/coreschema.py). After
+changing a model, run `python -m compiler.coreschema` and `megatron-compile schema`; tests fail
+until both are regenerated.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
+
+from .formats import CHECKS, FORMATS, no_control
+
+SPEC_SCHEMA_ID = "megatron-job.schema.json"
+
+
+def _format(name: str) -> object:
+    """A string type of one of formats.FORMATS: its check, and the pattern in the JSON Schema."""
+    fmt = FORMATS[name]
+    schema: dict = {"type": "string", "pattern": fmt.pattern, "description": f"{fmt.title}: {fmt.description}",
+                    "examples": [fmt.example]}
+    return Annotated[str, AfterValidator(CHECKS[name]), WithJsonSchema(schema)]
+
+
+Text = Annotated[str, AfterValidator(no_control)]
+NonEmptyText = Annotated[str, Field(min_length=1), AfterValidator(no_control)]
+
+RunName = _format("RunName")
+Commit = _format("Commit")
+ImageReference = _format("ImageReference")
+Platform = _format("Platform")
+RegistryHost = _format("RegistryHost")
+PathComponent = _format("PathComponent")
+Repository = _format("Repository")
+Tag = _format("Tag")
+GitUrl = _format("GitUrl")
+AbsolutePath = _format("AbsolutePath")
+Split = _format("Split")
+EnvName = _format("EnvName")
+
+
+# defer_build: validators are built on first use, not at import, so that `--help` and a spec that
+# fails in YAML never pay for them (docs/performance.md).
+_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
+
+
+class _Section(BaseModel):
+    model_config = _CONFIG
+
+
+class Image(_Section):
+    """The image the job runs: built from `base` and pushed to `registry/namespace/repository:tag`."""
+
+    base: ImageReference  # type: ignore[valid-type]
+    platform: Platform = "linux/amd64"  # type: ignore[valid-type]
+    registry: RegistryHost  # type: ignore[valid-type]
+    namespace: PathComponent  # type: ignore[valid-type]
+    repository: Repository  # type: ignore[valid-type]
+    tag: Tag  # type: ignore[valid-type]
+    registry_username: Text | None = None
+
+
+class Megatron(_Section):
+    """The Megatron-LM source baked into the image, pinned to one commit."""
+
+    repo: GitUrl = "https://github.com/NVIDIA/Megatron-LM.git"  # type: ignore[valid-type]
+    commit: Commit  # type: ignore[valid-type]
+    root: AbsolutePath = "/opt/Megatron-LM"  # type: ignore[valid-type]
+
+
+class Resources(_Section):
+    """What the AIStudio job asks for."""
+
+    workers: int = Field(ge=1, le=1024)
+    gpus_per_worker: int = Field(ge=1, le=16)
+    worker_flavor: NonEmptyText | None = None
+    rdma: bool = False
+    slow_training_detection: bool = False
+    gpu_memory_gb: float | None = Field(default=None, gt=0)  # default: from worker_flavor (H200, H100, A100)
+
+
+class Storage(_Section):
+    """The writable shared storage mounted into every worker."""
+
+    mount_path: AbsolutePath  # type: ignore[valid-type]
+    run_root: AbsolutePath | None = None  # type: ignore[valid-type]
+
+
+class Parallelism(_Section):
+    """Model-parallel sizes; data parallel is derived from the world size, never written."""
+
+    tensor: int = Field(default=1, ge=1)
+    pipeline: int = Field(default=1, ge=1)
+    context: int = Field(default=1, ge=1)
+    expert: int = Field(default=1, ge=1)
+    expert_tensor: int | None = Field(default=None, ge=1)  # Megatron defaults it to `tensor`
+
+
+class Model(_Section):
+    """The GPT architecture (pretrain_gpt.py); each field is the Megatron-LM flag of the same name."""
+
+    num_layers: int = Field(ge=1)
+    hidden_size: int = Field(ge=1)
+    num_attention_heads: int = Field(ge=1)
+    ffn_hidden_size: int | None = Field(default=None, ge=1)  # Megatron: 4 × hidden (× 2/3, rounded to 64, with swiglu)
+    num_query_groups: int | None = Field(default=None, ge=1)  # set: grouped-query attention
+    seq_length: int = Field(ge=1)
+    max_position_embeddings: int = Field(ge=1)
+    vocab_size: int | None = Field(default=None, ge=1)  # before padding; required with the null tokenizer
+    make_vocab_size_divisible_by: int = Field(default=128, ge=1)
+    swiglu: bool = False
+    normalization: Literal["LayerNorm", "RMSNorm"] = "LayerNorm"
+    position_embedding: Literal["learned_absolute", "rope", "none"] = "learned_absolute"
+    rotary_base: int | None = Field(default=None, ge=1)  # RoPE's theta (--rotary-base; Megatron: 10000)
+    untie_embeddings: bool = False
+    disable_bias_linear: bool = False
+    num_experts: int | None = Field(default=None, ge=1)
+    moe_router_topk: int = Field(default=2, ge=1)
+    moe_ffn_hidden_size: int | None = Field(default=None, ge=1)
+    transformer_impl: Literal["local", "transformer_engine"] = "transformer_engine"
+
+
+class Batch(_Section):
+    micro: int = Field(ge=1)
+    # global is a Python keyword; the YAML key stays `global`
+    global_: int = Field(ge=1, alias="global")
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True, defer_build=True)
+
+
+class Optimizer(_Section):
+    lr: float = Field(gt=0)
+    min_lr: float = Field(default=0.0, ge=0)
+    decay_style: Literal["constant", "linear", "cosine", "inverse-square-root", "WSD"] = "linear"
+    warmup_iters: int = Field(default=0, ge=0)
+    decay_iters: int | None = Field(default=None, ge=1)  # default: train_iters
+    warmup_samples: int | None = Field(default=None, ge=0)  # sample-based training (train_samples)
+    decay_samples: int | None = Field(default=None, ge=1)  # default: train_samples
+    weight_decay: float = Field(default=0.01, ge=0)
+    clip_grad: float = Field(default=1.0, ge=0)
+    adam_beta1: float = Field(default=0.9, gt=0, lt=1)
+    adam_beta2: float = Field(default=0.999, gt=0, lt=1)
+
+
+class Tokenizer(_Section):
+    type: Literal[
+        "NullTokenizer", "GPT2BPETokenizer", "HuggingFaceTokenizer", "SentencePieceTokenizer",
+        "GPTSentencePieceTokenizer", "Llama2Tokenizer", "TikTokenizer",
+    ] = "GPT2BPETokenizer"  # Megatron's default
+    vocab_file: AbsolutePath | None = None  # type: ignore[valid-type]
+    merge_file: AbsolutePath | None = None  # type: ignore[valid-type]
+    model: NonEmptyText | None = None  # a path or a Hugging Face directory (--tokenizer-model)
+
+
+class Data(_Section):
+    """Mock data, or the .bin/.idx prefixes of preprocessed text."""
+
+    mock: bool = False
+    paths: list[AbsolutePath] = Field(default_factory=list)  # type: ignore[valid-type]
+    weights: list[float] | None = None  # a blend: one weight per path (--data-path w1 p1 w2 p2 …)
+    split: Split | None = None  # type: ignore[valid-type]
+    tokenizer: Tokenizer = Field(default_factory=Tokenizer)
+
+
+class Checkpoint(_Section):
+    """Megatron-LM's own checkpoints under $RUN_ROOT/ckpt: model, optimizer, scheduler, RNG, iteration."""
+
+    save_interval: int = Field(ge=1)  # Megatron asserts save needs save_interval > 0
+    format: Literal["torch_dist", "torch"] = "torch_dist"
+    resume: bool = True  # --load from the same directory: a restarted job continues
+    # On resume Megatron asserts the LR/WD schedule equals the checkpoint's; a run extended with more
+    # iterations changes it: `spec` takes the spec's (--override-opt_param-scheduler), `checkpoint`
+    # keeps the saved one (--use-checkpoint-opt_param-scheduler).
+    scheduler: Literal["strict", "spec", "checkpoint"] = "strict"
+
+
+class Recompute(_Section):
+    granularity: Literal["full", "selective"]
+    method: Literal["uniform", "block"] | None = None
+    num_layers: int | None = Field(default=None, ge=1)
+
+
+class Logging(_Section):
+    interval: int = Field(default=100, ge=1)
+    tensorboard: bool = False  # --tensorboard-dir $RUN_ROOT/tensorboard
+    throughput: bool = False
+
+
+class Evaluation(_Section):
+    interval: int | None = Field(default=None, ge=1)
+    iters: int = Field(default=100, ge=0)
+
+
+class Training(_Section):
+    """What torchrun starts on every worker; the typed sections apply to pretrain_gpt.py."""
+
+    script: NonEmptyText = "examples/run_simple_mcore_train_loop.py"
+    args: list[Text] = Field(default_factory=list)
+    env: dict[EnvName, Text] = Field(default_factory=dict)  # type: ignore[valid-type]
+    # An existing train.log under the run root means a run already happened there; launch.sh stops
+    # rather than overwrite it unless the spec says this run continues it.
+    resume: bool = False
+    model: Model | None = None
+    batch: Batch | None = None
+    train_iters: int | None = Field(default=None, ge=1)  # exactly one of train_iters and train_samples
+    train_samples: int | None = Field(default=None, ge=1)  # sample-based training (--train-samples)
+    optimizer: Optimizer | None = None
+    precision: Literal["bf16", "fp16", "fp32"] = "bf16"
+    data: Data | None = None
+    checkpoint: Checkpoint | None = None
+    sequence_parallel: bool = False
+    distributed_optimizer: bool = False
+    recompute: Recompute | None = None
+    virtual_pipeline: int | None = Field(default=None, ge=1)  # layers per virtual pipeline stage
+    fused_kernels: bool = True  # false: --no-persist-layer-norm and the other --no-*-fusion flags
+    logging: Logging = Field(default_factory=Logging)
+    eval: Evaluation = Field(default_factory=Evaluation)
+
+
+class JobSpec(_Section):
+    """A Megatron training job on AIStudio, spec format v1."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, strict=True, defer_build=True,
+        json_schema_extra={"$id": SPEC_SCHEMA_ID, "title": "megatron-compile job spec v1"},
+    )
+
+    version: Literal[1]
+    name: RunName  # type: ignore[valid-type]
+    image: Image
+    megatron: Megatron
+    resources: Resources
+    storage: Storage
+    parallelism: Parallelism = Field(default_factory=Parallelism)
+    training: Training = Field(default_factory=Training)
+
+
+def unwrap(annotation: Any) -> Any:
+    """Optional[X] and Annotated[X, …] -> X."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(args) != 1:
+                return annotation
+            annotation = args[0]
+        else:
+            return annotation
+
+
+def key_names(model: type[BaseModel]) -> list[str]:
+    """A model's keys as a spec spells them (aliases, such as batch.global)."""
+    return [info.alias or name for name, info in model.model_fields.items()]
+
+
+def annotation_at(path: tuple) -> Any:
+    """The type the spec takes at a key path (a model class, str, int, …), or None for no such key."""
+    annotation: Any = JobSpec
+    for part in path:
+        annotation = unwrap(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            fields = annotation.model_fields
+            info = fields.get(part) or next((f for f in fields.values() if f.alias == part), None)
+            if info is None:
+                return None
+            annotation = info.annotation
+        elif typing.get_origin(annotation) is dict:
+            annotation = typing.get_args(annotation)[1]
+        elif typing.get_origin(annotation) is list and isinstance(part, int):
+            annotation = typing.get_args(annotation)[0]
+        else:
+            return None
+    return unwrap(annotation)

@@ -1,0 +1,53 @@
+"""The base of the generated spec records: read-only attributes that pydantic-core fills in.
+
+Kept apart from the validator so that the generated records (records.py) import nothing that
+imports them back; the validator installs the serializer `model_dump` uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+# Set by validator.py when it is imported (which any validated spec went through): record class -> serializer.
+serializer_for: Callable[[type], Any] | None = None
+
+
+class Record:
+    """A validated part of a spec: read-only attributes, filled in by pydantic-core."""
+
+    __slots__ = ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is read-only (a validated spec)")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is read-only (a validated spec)")
+
+    @property
+    def model_fields_set(self) -> set[str]:
+        """The fields the spec set (not filled in from a default), as pydantic's models have it."""
+        return self.__pydantic_fields_set__
+
+    def model_dump(self, *, mode: str = "python", by_alias: bool = False) -> dict[str, Any]:
+        assert serializer_for is not None, "a Record is made only by the validator"
+        return serializer_for(type(self)).to_python(self, mode=mode, by_alias=by_alias)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.__dict__.items())})"
+
+    def __reduce__(self) -> tuple:
+        return _rebuild, (type(self), dict(self.__dict__), set(self.__pydantic_fields_set__))
+
+
+def _rebuild(cls: type[Record], values: dict, fields_set: set) -> Record:
+    record = object.__new__(cls)
+    object.__setattr__(record, "__dict__", values)
+    object.__setattr__(record, "__pydantic_fields_set__", fields_set)
+    object.__setattr__(record, "__pydantic_extra__", None)
+    object.__setattr__(record, "__pydantic_private__", None)
+    return record

@@ -1,0 +1,185 @@
+"""The compile path's validator (compiler/coreschema.py) against the pydantic models it comes from.
+
+The models are the source of truth; the compile path validates with pydantic-core and plain Record
+classes. These tests hold the two to the same values, the same fields set and the same errors on
+every spec the project has, good and bad, and check the cache that keeps pydantic's model machinery
+out of a cold compile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from compiler.load.compose import compose
+from compiler.platform.aistudio import job_document
+from compiler.platform.aistudio_schema import AIStudioJob, GeneratedBy
+from compiler.schema import generate, models
+from compiler.schema import validator as coreschema
+from compiler.pipeline import compile_spec
+from helpers import REPO
+
+def _data(path: Path):
+    composed = compose(str(path), str(path.relative_to(REPO)))
+    return None if composed.doc is None else composed.doc.data
+
+
+# Every spec of the project that loads as YAML (the rest never reaches a validator), good and bad.
+SPEC_FILES = sorted(
+    p for pattern in ("specs/*.yaml", "tests/e2e/*.yaml", "tests/conformance_specs/*.yaml", "tests/bad_specs/*.yaml",
+                      "tests/bad_specs/_bases/*.yaml")
+    for p in REPO.glob(pattern) if _data(p) is not None
+)
+
+
+def _errors(exc: ValidationError) -> list[tuple]:
+    return [(e["type"], e["loc"], e["msg"], repr(e.get("input"))) for e in exc.errors(include_url=False)]
+
+
+def _fields_set(value) -> object:
+    """Every nested model's fields_set, as a comparable tree."""
+    if hasattr(value, "model_fields_set"):
+        return {"set": sorted(value.model_fields_set),
+                "fields": {k: _fields_set(v) for k, v in vars(value).items()}}
+    if isinstance(value, list):
+        return [_fields_set(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _fields_set(v) for k, v in value.items()}
+    return None
+
+
+def test_records_are_generated_from_the_models():
+    assert (REPO / "compiler" / "schema" / "records.py").read_text() == generate.generate(), (
+        "compiler/schema/records.py is stale: run `python -m compiler.schema.generate`")
+
+
+def test_the_corpus_is_large_enough_to_mean_something():
+    assert len(SPEC_FILES) > 80
+
+
+@pytest.mark.parametrize("path", SPEC_FILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_same_values_fields_and_errors_as_the_models(path):
+    data = _data(path)
+    try:
+        expected = models.JobSpec.model_validate(data)
+    except ValidationError as exc:
+        with pytest.raises(ValidationError) as got:
+            coreschema.validator().validate_python(data)
+        assert _errors(got.value) == _errors(exc)
+        return
+    record = coreschema.validator().validate_python(data)
+    assert record.model_dump(mode="json", by_alias=True) == expected.model_dump(mode="json", by_alias=True)
+    assert record.model_dump() == expected.model_dump()
+    assert _fields_set(record) == _fields_set(expected)
+    assert type(record).__name__ == "JobSpec" and type(record.training).__name__ == "Training"
+
+
+@pytest.mark.parametrize("name", coreschema.SECTIONS)
+def test_each_section_validates_alone_like_its_model(name):
+    model = models.JobSpec.model_fields[name].annotation
+    for path in SPEC_FILES:
+        data = _data(path)
+        raw = data.get(name) if isinstance(data, dict) else None
+        if not isinstance(raw, dict):
+            continue
+        try:
+            expected = model.model_validate(raw)
+        except ValidationError as exc:
+            with pytest.raises(ValidationError) as got:
+                coreschema.section_validator(name).validate_python(raw)
+            assert _errors(got.value) == _errors(exc)
+            continue
+        got = coreschema.section_validator(name).validate_python(raw)
+        assert got.model_dump() == expected.model_dump()
+
+
+def test_sections_are_the_models_sections():
+    sections = [name for name, info in models.JobSpec.model_fields.items()
+                if isinstance(models.unwrap(info.annotation), type) and issubclass(models.unwrap(info.annotation), BaseModel)]
+    assert tuple(sections) == coreschema.SECTIONS
+
+
+def test_records_are_read_only_and_pickle():
+    spec = compile_spec(str(REPO / "specs" / "tp2.yaml"), "specs/tp2.yaml", render_files=False).spec
+    with pytest.raises(AttributeError):
+        spec.name = "other"
+    with pytest.raises(AttributeError):
+        del spec.resources.workers
+    again = pickle.loads(pickle.dumps(spec))
+    assert again == spec and again.model_fields_set == spec.model_fields_set
+    assert "JobSpec(version=1, name='mcore-tp2-01'" in repr(spec)
+
+
+def test_job_json_has_the_aistudio_models_fields_in_order():
+    plan = compile_spec(str(REPO / "specs" / "tp2-dp2.yaml"), "specs/tp2-dp2.yaml", render_files=False).plan
+    generated_by = {"tool": "megatron-compile", "version": "0.1.0", "spec": "specs/tp2-dp2.yaml", "spec_sha256": "0" * 64,
+                    "regenerate": "megatron-compile specs/tp2-dp2.yaml"}
+    document = job_document(plan.job, generated_by, "launch")
+    assert list(document) == list(AIStudioJob.model_fields)
+    assert list(document["generated_by"]) == list(GeneratedBy.model_fields)
+    AIStudioJob.model_validate(document)
+
+
+# --- the cache -------------------------------------------------------------------------------------
+
+PROBE = """
+import sys
+from compiler.cli import main
+code = main(["-q", sys.argv[1], "-o", sys.argv[2]])
+print(json.dumps({"code": code, "pydantic": "pydantic.main" in sys.modules, "models": "compiler.schema.models" in sys.modules}))
+"""
+
+
+def _cold_compile(tmp_path: Path, cache: Path) -> dict:
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache), "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", "import json\n" + PROBE, str(REPO / "specs" / "tp2.yaml"),
+                           str(tmp_path / "out")], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def test_a_warm_compile_imports_no_pydantic_model_machinery(tmp_path):
+    cache = tmp_path / "cache"
+    first = _cold_compile(tmp_path, cache)
+    assert first == {"code": 0, "pydantic": True, "models": True}  # built from the models, then cached
+    assert len(list((cache / "megatron-compile" / "validator").glob("*.pickle"))) == 1
+    assert _cold_compile(tmp_path, cache) == {"code": 0, "pydantic": False, "models": False}
+
+
+def test_a_damaged_or_foreign_cache_file_is_rebuilt(tmp_path):
+    cache = tmp_path / "cache"
+    _cold_compile(tmp_path, cache)
+    (cached,) = (cache / "megatron-compile" / "validator").glob("*.pickle")
+    for damage in (b"", b"not a pickle", pickle.dumps(os.system), pickle.dumps({"type": "any"}),
+                   pickle.dumps({"type": "any"})[:-3]):
+        cached.write_bytes(damage)
+        assert _cold_compile(tmp_path, cache)["code"] == 0
+        assert cached.read_bytes() != damage  # written again
+
+
+def test_the_unpickler_resolves_only_records_and_checks():
+    with pytest.raises(pickle.UnpicklingError):
+        coreschema._Unpickler(__import__("io").BytesIO(pickle.dumps(os.system))).load()
+    with pytest.raises(pickle.UnpicklingError):
+        coreschema._Unpickler(__import__("io").BytesIO(pickle.dumps(Path("/")))).load()
+
+
+def test_no_writable_cache_still_compiles(tmp_path):
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the cache directory would be")
+    assert _cold_compile(tmp_path, blocked)["code"] == 0
+
+
+def test_the_cache_key_follows_pydantic_core_and_the_sources(monkeypatch):
+    import pydantic_core
+
+    key = coreschema._cache_key()
+    monkeypatch.setattr(pydantic_core, "__version__", pydantic_core.__version__ + ".other")
+    assert coreschema._cache_key() != key
