@@ -86,7 +86,7 @@ class Lock:
     base: BaseEntry
     built: BuiltEntry | None = None
     version: int = LOCK_VERSION
-    path: str | None = None
+    path: str | None = field(default=None, compare=False)
     positions: Mapping[str, Position] = field(default_factory=dict, compare=False)
 
     def position(self, key: str) -> Position:
@@ -225,8 +225,11 @@ def _mapping(path: str, node: yaml.Node, what: str, allowed: tuple[str, ...],
     return values
 
 
+_TEXT_TAGS = ("tag:yaml.org,2002:str", "tag:yaml.org,2002:timestamp")  # an unquoted time reads as a timestamp
+
+
 def _string(path: str, node: yaml.Node, key: str) -> str:
-    if not isinstance(node, yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:str" or not node.value:
+    if not isinstance(node, yaml.ScalarNode) or node.tag not in _TEXT_TAGS or not node.value:
         raise _fail(path, node, f"{key} must be a non-empty string")
     if _CONTROL.search(node.value):
         raise _fail(path, node, f"{key} contains a control character")
@@ -255,7 +258,8 @@ def _entry(path: str, node: yaml.Node, section: str, names: tuple[str, ...],
     values = _mapping(path, node, section, names, positions, section + ".")
     missing = [name for name in names if name not in values]
     if missing:
-        raise _fail(path, node, f"{section}: missing {', '.join(missing)}")
+        line, column = positions[section]
+        raise LockError(path, line, column, f"{section}: missing {', '.join(missing)}", _REGENERATE)
     out = {}
     for name in names:
         key = f"{section}.{name}"
