@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install what the lock tests (tests/test_lock.py) need: a registry server on loopback (Debian's
 # docker-registry is CNCF distribution), skopeo to resolve and push, umoci to build a small OCI
-# image, and htpasswd (apache2-utils) for the registry's basic auth. Idempotent: installs only
-# what is missing, and never starts the packaged registry service (the tests start their own).
+# image, htpasswd (apache2-utils) for the registry's basic auth, and openssl to sign its tokens.
+# Idempotent: installs only what is missing, and never starts the packaged registry service (the
+# tests start their own).
 set -euo pipefail
 
 need=()
@@ -10,6 +11,7 @@ command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
 command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
 command -v umoci >/dev/null 2>&1 || need+=(umoci)
 command -v htpasswd >/dev/null 2>&1 || need+=(apache2-utils)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 if [ "${#need[@]}" -eq 0 ]; then
   exit 0
 fi

@@ -297,6 +297,21 @@ class Registry:
         self._build(layout, "image", content, architecture)
         return self._copy(f"oci:{layout}:image", repo_tag)
 
+    def push_derived(self, base_repo_tag: str, repo_tag: str, content: str) -> str:
+        """Pull base_repo_tag, add a layer holding `content` on top (as regctl image mod does), push as repo_tag."""
+        layout = self._layout()
+        source = ["skopeo", "--policy", str(self.policy), "copy", "--quiet", "--src-tls-verify=false"]
+        if self.authfile is not None:
+            source += ["--src-authfile", str(self.authfile)]
+        run(*source, f"docker://{self.host}/{base_repo_tag}", f"oci:{layout}:image")
+        image = f"{layout}:image"
+        bundle = layout.parent / f"{layout.name}-bundle"
+        run("umoci", "unpack", "--rootless", "--image", image, str(bundle))
+        (bundle / "rootfs" / "megatron-compile-derived").write_text(content)
+        run("umoci", "repack", "--image", image, str(bundle))
+        shutil.rmtree(bundle)
+        return self._copy(f"oci:{layout}:image", repo_tag)
+
     def push_index(self, repo_tag: str, content: str, platforms: list[str]) -> tuple[str, dict[str, str]]:
         """Push an OCI index with one image per os/arch[/variant]: (index digest, {platform: manifest digest})."""
         layout = self._layout()

@@ -234,7 +234,7 @@ def test_record_built_and_a_new_base_drops_it(registry, tmp_path):
     code, _, err = lock("--record-built", str(spec), *insecure(registry))
     assert code == 1 and "no lock yet" in err
     assert lock(str(spec), *insecure(registry))[0] == 0
-    built = registry.push("ns/megatron-core:b1", "what regctl image mod would have added")
+    built = registry.push_derived("ns/parent:v1", "ns/megatron-core:b1", "what regctl image mod would add")
     code, out, err = lock("--record-built", str(spec), *insecure(registry))
     assert (code, err) == (0, "")
     assert f"built {registry.host}/ns/megatron-core:b1@{built}" in out
@@ -249,6 +249,25 @@ def test_record_built_and_a_new_base_drops_it(registry, tmp_path):
     assert code == 0 and "built record of" in out and "dropped" in out
     relocked = read_lock(lock_path(spec))
     assert relocked is not None and relocked.built is None
+
+
+def test_record_built_warns_when_not_built_on_the_locked_base(registry, tmp_path):
+    registry.push("ns/parent2:v1", "parent")
+    spec = write_spec(tmp_path, f"{registry.host}/ns/parent2:v1", registry=registry.host, tag="b2")
+    assert lock(str(spec), *insecure(registry))[0] == 0
+    stranger = registry.push("ns/megatron-core:b2", "built from scratch, not from the base")
+    code, out, err = lock("--record-built", str(spec), *insecure(registry))
+    assert code == 0 and f"@{stranger}" in out
+    assert "does not start with the layers of the locked base" in err
+
+
+def test_record_built_refuses_a_stale_base(registry, tmp_path):
+    registry.push("ns/parent3:v1", "parent")
+    spec = write_spec(tmp_path, f"{registry.host}/ns/parent3:v1", registry=registry.host, tag="b3")
+    assert lock(str(spec), *insecure(registry))[0] == 0
+    write_spec(tmp_path, f"{registry.host}/ns/parent3:v1", platform="linux/arm64", registry=registry.host, tag="b3")
+    code, _, err = lock("--record-built", str(spec), *insecure(registry))
+    assert code == 1 and "image.platform is linux/arm64" in err and "lock the base first" in err
 
 
 def test_lock_follows_a_changed_spec(registry, tmp_path):

@@ -389,7 +389,29 @@ def _lock_base(spec: str, skopeo_factory: Any, update: bool, out: TextIO) -> Non
                   f"`megatron-compile lock --record-built {spec}`\n")
 
 
-def _record_built(spec: str, skopeo_factory: Any, out: TextIO) -> None:
+def _layers(skopeo: Skopeo, reference: str, digest: str) -> list[str]:
+    doc = _json(skopeo.raw(parse_reference(reference), digest), reference)
+    return [str(layer.get("digest")) for layer in doc.get("layers") or [] if isinstance(layer, dict)]
+
+
+def _warn_unless_on_base(skopeo: Skopeo, base: BaseEntry, reference: str, digest: str, err: TextIO) -> None:
+    """Warn when the built image's first layers are not the locked base's: it was built from another base.
+
+    Both build paths keep the base's layer blobs as they are (regctl image mod adds one layer; BuildKit
+    reuses the base's compressed layers), so a prefix mismatch means another base, not recompression.
+    """
+    try:
+        base_layers = _layers(skopeo, base.reference, base.digest)
+        built_layers = _layers(skopeo, reference, digest)
+    except LockFailure as exc:
+        err.write(f"megatron-compile lock: warning: could not compare {reference} with its base: {exc}\n")
+        return
+    if built_layers[:len(base_layers)] != base_layers:
+        err.write(f"megatron-compile lock: warning: {_show(reference, digest)} does not start with the layers of the "
+                  f"locked base {_show(base.reference, base.digest)}: was it built from another base?\n")
+
+
+def _record_built(spec: str, skopeo_factory: Any, out: TextIO, err: TextIO) -> None:
     image = image_of_spec(spec)
     path = lock_path(spec)
     old = _read(path)
@@ -403,6 +425,7 @@ def _record_built(spec: str, skopeo_factory: Any, out: TextIO) -> None:
     if old.built and old.built.reference == reference and old.built.digest == digest:
         out.write(f"{path}: built unchanged ({_show(reference, digest)})\n")
         return
+    _warn_unless_on_base(skopeo_factory(), old.base, reference, digest, err)
     built = BuiltEntry(reference, digest, _now(), skopeo_factory().version)
     write_lock(Lock(base=old.base, built=built), path)
     before = f"{_show(old.built.reference, old.built.digest)} → " if old.built else ""
@@ -431,7 +454,7 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
     for spec in args.specs:
         try:
             if args.record_built:
-                _record_built(spec, skopeo_factory, out)
+                _record_built(spec, skopeo_factory, out, err)
             else:
                 _lock_base(spec, skopeo_factory, args.update, out)
         except LockFailure as exc:

@@ -6,10 +6,12 @@ Pure functions over strings: no network, no spec objects. A reference is distrib
 Docker Hub.
 
 Forms, by consumer:
-- Dockerfile `FROM`, regctl, the AIStudio job image: `host/path:tag@sha256:…`: the tag stays for the
-  reader, the digest decides (BuildKit and regclient resolve a reference with both by its digest).
-- Kubernetes `image:`: `host/path@sha256:…` (the Kubernetes images page documents "a tag or digest";
-  the digest alone is the form every CRI runtime accepts).
+- Dockerfile `FROM` and the AIStudio job image: `host/path:tag@sha256:…`: the tag stays for the
+  reader, the digest decides (BuildKit resolves a reference with both by its digest; AIStudio's
+  job description takes the image as a plain string).
+- regctl and Kubernetes `image:`: `host/path@sha256:…`, the digest alone: the form every reference
+  parser accepts (the Kubernetes images page documents "a tag or digest"); a script keeps the tag
+  in a variable of its own for the reader.
 - skopeo: `docker://host/path@sha256:…`: skopeo 1.9.3 refuses a tag and a digest together ("Docker
   references with both a tag and digest are currently not supported").
 - enroot/pyxis: `docker://host#path@sha256:…`; enroot releases whose docker.sh parses only
@@ -93,8 +95,8 @@ def docker_from(reference: str, digest: str) -> str:
 
 
 def regctl_reference(reference: str, digest: str) -> str:
-    """A reference regctl copies by digest."""
-    return pinned_reference(reference, digest)
+    """A reference regctl copies by digest (the digest alone)."""
+    return pinned_reference(reference, digest, keep_tag=False)
 
 
 def aistudio_image(reference: str, digest: str) -> str:
