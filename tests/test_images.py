@@ -6,6 +6,7 @@ import pytest
 
 from compiler.platform.images import (
     ImageRef,
+    image_pins,
     aistudio_image,
     docker_from,
     enroot_uri,
@@ -75,3 +76,21 @@ def test_enroot_uri():
 def test_is_digest():
     assert is_digest(D)
     assert not is_digest(D.upper()) and not is_digest(D[:-1]) and not is_digest("sha256:" + "g" * 64)
+
+
+def test_image_pins_with_and_without_a_lock():
+    base, built = "nvcr.io/nvidia/pytorch:25.03-py3", "cr.example.com/ns/megatron-core:t1"
+    pins = image_pins(base, built, D, OTHER)
+    assert pins.base_pinned and pins.built_pinned
+    assert pins.docker_from == f"{base}@{D}"
+    assert pins.regctl_source == f"nvcr.io/nvidia/pytorch@{D}"
+    assert pins.built == built
+    assert pins.job_image == f"{built}@{OTHER}"
+    assert pins.kubernetes_image == f"cr.example.com/ns/megatron-core@{OTHER}"
+    assert pins.enroot_uri == f"docker://cr.example.com#ns/megatron-core@{OTHER}"
+    base_only = image_pins(base, built, D, None)
+    assert base_only.docker_from == f"{base}@{D}" and base_only.job_image == built and not base_only.built_pinned
+    unpinned = image_pins(base, built, None, None)
+    assert (unpinned.docker_from, unpinned.regctl_source, unpinned.job_image) == (base, base, built)
+    assert unpinned.enroot_uri == "docker://cr.example.com#ns/megatron-core:t1"
+    assert not unpinned.base_pinned

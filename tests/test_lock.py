@@ -90,6 +90,18 @@ def test_lock_resolves_the_pushed_digest(registry, tmp_path):
     assert lock_path(spec) == tmp_path / "job.lock"
 
 
+def test_specs_sharing_a_base_lock_it_once_each(registry, tmp_path):
+    pushed = registry.push("ns/shared:v1", "shared")
+    first = write_spec(tmp_path, f"{registry.host}/ns/shared:v1", name="one")
+    second = tmp_path / "two.yaml"
+    second.write_text("extends: base.yaml\nname: two\n")
+    # --insecure-registry without the port covers every port of that host
+    code, out, err = lock(str(first), str(second), "--insecure-registry", "127.0.0.1")
+    assert (code, err) == (0, "")
+    assert out.count(f"@{pushed}") == 2
+    assert lock_path(first).read_text().split("resolved_at")[0] == lock_path(second).read_text().split("resolved_at")[0]
+
+
 def test_lock_file_is_stable_and_update_without_change_keeps_it(registry, tmp_path, monkeypatch):
     registry.push("ns/stable:v1", "stable")
     spec = write_spec(tmp_path, f"{registry.host}/ns/stable:v1")

@@ -119,6 +119,9 @@ class Skopeo:
     def __init__(self, binary: str, insecure: frozenset[str], authfile: str | None) -> None:
         self.binary, self.insecure, self.authfile = binary, insecure, authfile
         self.version = self._version()
+        # One answer per (reference, platform) in a run: specs sharing a base lock the same digest
+        # even if its tag moves while the run goes on.
+        self.resolved: dict[tuple[str, str], str] = {}
 
     def _version(self) -> str:
         try:
@@ -136,7 +139,7 @@ class Skopeo:
         argv = [self.binary, "--command-timeout", f"{SKOPEO_TIMEOUT_S - 10}s", "inspect", "--raw"]
         if config:
             argv.append("--config")
-        if ref.registry in self.insecure:
+        if ref.registry in self.insecure or (ref.registry.count(":") == 1 and ref.registry.split(":")[0] in self.insecure):
             argv.append("--tls-verify=false")
         if self.authfile:
             argv += ["--authfile", self.authfile]
@@ -256,7 +259,14 @@ def sha256_digest(raw: bytes) -> str:
 
 
 def resolve(skopeo: Skopeo, reference: str, platform_text: str) -> str:
-    """The digest of `reference`'s manifest for the platform."""
+    """The digest of `reference`'s manifest for the platform (once per run)."""
+    key = (reference, platform_text)
+    if key not in skopeo.resolved:
+        skopeo.resolved[key] = _resolve(skopeo, reference, platform_text)
+    return skopeo.resolved[key]
+
+
+def _resolve(skopeo: Skopeo, reference: str, platform_text: str) -> str:
     try:
         ref = parse_reference(reference)
     except ValueError as exc:

@@ -118,13 +118,51 @@ def skopeo_reference(reference: str, digest: str | None = None) -> str:
     return f"docker://{ref.name}:{ref.tag}" if ref.tag else f"docker://{ref.name}"
 
 
-def enroot_uri(reference: str, digest: str, *, legacy: bool = False) -> str:
-    """enroot's `docker://[REGISTRY#]IMAGE@sha256:…` (legacy: `…IMAGE:sha256:…`)."""
+def enroot_uri(reference: str, digest: str | None, *, legacy: bool = False) -> str:
+    """enroot's `docker://[REGISTRY#]IMAGE@sha256:…` (legacy: `…IMAGE:sha256:…`); `…IMAGE:TAG` without a digest."""
     ref = parse_reference(reference)
     # enroot supplies registry-1.docker.io and library/ itself when no registry is named.
     prefix = "" if ref.host in (None, DOCKER_HUB, "index.docker.io", "registry-1.docker.io") else f"{ref.host}#"
     path = ref.path
     if prefix == "" and path.startswith("library/"):
         path = path[len("library/"):]
+    if digest is None:
+        return f"docker://{prefix}{path}:{ref.tag}" if ref.tag else f"docker://{prefix}{path}"
     separator = ":" if legacy else "@"
     return f"docker://{prefix}{path}{separator}{_checked(digest)}"
+
+
+class ImagePins(NamedTuple):
+    """Every artifact's spelling of the base and the built image: pinned where the lock has a digest,
+    the reference as written (a moving tag) where it has none."""
+
+    base_digest: str | None
+    built_digest: str | None
+    docker_from: str  # Dockerfile FROM
+    regctl_source: str  # regctl.sh's source of the base copy
+    built: str  # registry/namespace/repository:tag, the reference the build pushes (never pinned: it is pushed to)
+    job_image: str  # AIStudio job.json `image`
+    kubernetes_image: str
+    enroot_uri: str  # Slurm with pyxis/enroot
+
+    @property
+    def base_pinned(self) -> bool:
+        return self.base_digest is not None
+
+    @property
+    def built_pinned(self) -> bool:
+        return self.built_digest is not None
+
+
+def image_pins(base: str, built: str, base_digest: str | None, built_digest: str | None) -> ImagePins:
+    """The pinned forms of a spec's base (image.base) and built image (registry/namespace/repository:tag),
+    given the lock's digests (None where it has none)."""
+    def pin(reference: str, digest: str | None, keep_tag: bool = True) -> str:
+        return reference if digest is None else pinned_reference(reference, digest, keep_tag=keep_tag)
+
+    return ImagePins(
+        base_digest=base_digest, built_digest=built_digest,
+        docker_from=pin(base, base_digest), regctl_source=pin(base, base_digest, keep_tag=False), built=built,
+        job_image=pin(built, built_digest), kubernetes_image=pin(built, built_digest, keep_tag=False),
+        enroot_uri=enroot_uri(built, built_digest),
+    )
