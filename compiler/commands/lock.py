@@ -27,7 +27,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple, TextIO
+from typing import Any, Callable, Mapping, NamedTuple, TextIO
 
 import yaml
 
@@ -372,7 +372,7 @@ def _read(path: Path) -> Lock | None:
         raise LockFailure(str(exc).replace("\n", "; ")) from None
 
 
-def _lock_base(spec: str, skopeo_factory: Any, update: bool, out: TextIO) -> None:
+def _lock_base(spec: str, skopeo_factory: Callable[[], Skopeo], update: bool, out: TextIO) -> None:
     image = image_of_spec(spec)
     path = lock_path(spec)
     old = _read(path)
@@ -421,7 +421,7 @@ def _warn_unless_on_base(skopeo: Skopeo, base: BaseEntry, reference: str, digest
                   f"locked base {_show(base.reference, base.digest)}: was it built from another base?\n")
 
 
-def _record_built(spec: str, skopeo_factory: Any, out: TextIO, err: TextIO) -> None:
+def _record_built(spec: str, skopeo_factory: Callable[[], Skopeo], out: TextIO, err: TextIO) -> None:
     image = image_of_spec(spec)
     path = lock_path(spec)
     old = _read(path)
@@ -469,5 +469,8 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
                 _lock_base(spec, skopeo_factory, args.update, out)
         except LockFailure as exc:
             err.write(f"megatron-compile lock: {exc}\n")
+            status = EXIT_FAIL
+        except OSError as exc:  # the lock's directory not writable, and the like
+            err.write(f"megatron-compile lock: {exc.filename or spec}: {exc.strerror or exc}\n")
             status = EXIT_FAIL
     return status
