@@ -15,7 +15,7 @@ TYPE_CHECKING = False  # `typing` itself is not imported: --help and --version s
 if TYPE_CHECKING:
     from typing import TextIO
 
-SUBCOMMANDS = ("schema", "import", "init")
+SUBCOMMANDS = ("schema", "import", "init", "lock")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -24,8 +24,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Compile Megatron training job specs into a Dockerfile, build scripts, an AIStudio job "
         "and its launch command.",
         epilog="Subcommands: `megatron-compile init NAME …` writes a new spec; `megatron-compile import SCRIPT "
-        "-o SPEC` turns a launch script into one; `megatron-compile schema [--check]` writes or checks "
-        "schemas/*.json. Each takes --help.",
+        "-o SPEC` turns a launch script into one; `megatron-compile lock SPEC…` pins the base image's digest; "
+        "`megatron-compile schema [--check]` writes or checks schemas/*.json. Each takes --help.",
     )
     parser.add_argument("specs", nargs="+", metavar="SPEC", help="spec files, directories of specs, or globs")
     parser.add_argument("-o", "--out-dir", default="generated", metavar="DIR",
@@ -39,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--print", action="store_true", dest="print_spec",
                         help="print each fully resolved spec (extends and --set applied, defaults filled) as YAML")
     parser.add_argument("--force", action="store_true", help="overwrite output files that megatron-compile did not generate")
+    parser.add_argument("--require-lock", action="store_true",
+                        help="fail for a spec without a lock (specs/NAME.lock from `megatron-compile lock`)")
     parser.add_argument("--format", choices=("text", "json", "github"), default="text",
                         help="how diagnostics are printed (json also applies to --explain)")
     parser.add_argument("--werror", action="store_true", help="treat warnings as errors")
@@ -60,6 +62,10 @@ def _dispatch(argv: list[str], out: TextIO, err: TextIO) -> int:
         from .commands import scaffold
 
         return scaffold.main(argv[1:], out, err)
+    if argv and argv[0] == "lock":
+        from .commands import lock
+
+        return lock.main(argv[1:], out, err)
     try:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse exits 0 for --help/--version and 2 for usage errors

@@ -107,6 +107,9 @@ CODES: dict[str, str] = {
     "write-failed": "an artifact could not be written",
     "output-conflict": "two specs would write the same output directory",
     "no-specs": "nothing to compile was found",
+    "lock-invalid": "the spec's lock file cannot be read",
+    "lock-stale": "the spec's lock no longer matches its image section",
+    "image-unpinned": "--require-lock and the spec has no lock",
     "artifact-stale": "a committed artifact differs from what its spec compiles to",
     "artifact-missing": "an artifact its spec compiles to is not on disk",
     "artifact-extra": "a file in a spec's output directory that the spec does not produce",
@@ -114,7 +117,7 @@ CODES: dict[str, str] = {
 
 # Codes about files on disk rather than a spec's content; tests/bad_specs/ covers all the others.
 OUTPUT_CODES = frozenset({"set-value", "file-unreadable", "not-generated-file", "write-failed", "output-conflict", "no-specs",
-                          "artifact-stale", "artifact-missing", "artifact-extra"})
+                          "artifact-stale", "artifact-missing", "artifact-extra", "image-unpinned"})
 
 
 def dotted(path: Iterable[str | int]) -> str:

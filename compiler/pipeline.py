@@ -12,6 +12,7 @@ import sys
 from typing import Any, Iterator, NamedTuple
 
 from .check.facts import Facts
+from .check.pins import check_pins
 from .check.validate import check
 from .diagnostics import Diagnostic, Severity, make_error, summary_line
 from .emit import check_outputs, write_outputs
@@ -44,8 +45,8 @@ def _expects_string(path: tuple) -> bool:
     return annotation_at(path) is str
 
 
-def compile_spec(path: str, display: str, *, overrides: tuple[Override, ...] = (),
-                 render_files: bool = True, recorded: str | None = None, regenerate: str | None = None) -> CompileResult:
+def compile_spec(path: str, display: str, *, overrides: tuple[Override, ...] = (), render_files: bool = True,
+                 recorded: str | None = None, regenerate: str | None = None, require_lock: bool = False) -> CompileResult:
     """Compile one spec file (with its bases and --set overrides); plan and render run only when
     checking found no errors."""
     composed = compose(path, display, overrides, _expects_string)
@@ -57,7 +58,10 @@ def compile_spec(path: str, display: str, *, overrides: tuple[Override, ...] = (
     diags = diags + checked.diagnostics
     if checked.spec is None:
         return CompileResult(display, diags, bases=bases, facts=checked.facts)
-    plan = build_plan(checked.spec, checked.facts, recorded or display, regenerate)
+    lock, pin_diags = check_pins(composed.doc, checked.spec, path, display, require=require_lock)
+    if pin_diags:
+        return CompileResult(display, diags + pin_diags, bases=bases, facts=checked.facts)
+    plan = build_plan(checked.spec, checked.facts, recorded or display, regenerate, lock)
     files = render(plan) if render_files else None
     return CompileResult(display, diags, checked.spec, plan, files, bases, checked.facts)
 
@@ -71,6 +75,7 @@ class Options(NamedTuple):
     explain: bool = False  # keep the plan for --explain
     print_spec: bool = False  # keep the resolved spec for --print
     force: bool = False
+    require_lock: bool = False  # a spec without a lock is an error (CI)
     werror: bool = False
     quiet: bool = False
 
@@ -115,7 +120,7 @@ def process(path: str, conflict_with: str | None, options: Options) -> Outcome:
     recorded, regenerate = regenerate_command(path, options)
     writes = not (options.check or options.explain or options.print_spec)
     result = compile_spec(path, display, overrides=options.overrides, render_files=options.check or writes,
-                          recorded=recorded, regenerate=regenerate)
+                          recorded=recorded, regenerate=regenerate, require_lock=options.require_lock)
     diags = result.diagnostics
     if options.werror:
         diags = [d._replace(severity=Severity.ERROR) if d.severity is Severity.WARNING else d for d in diags]

@@ -405,3 +405,54 @@ def test_seed_specs_have_an_image_section():
     image = image_of_spec(repo / "specs" / "tp2.yaml")
     assert image["base"] == "nvcr.io/nvidia/pytorch:25.03-py3" and image["platform"] == "linux/amd64"
     assert os.path.basename(lock_path(repo / "specs" / "tp2.yaml")) == "tp2.lock"
+
+
+# -- the lock through a compile -----------------------------------------------------------------
+
+
+def test_compiled_artifacts_carry_the_locked_digests_without_the_network(registry, tmp_path, monkeypatch):
+    """lock, push the built image, lock --record-built; then a compile with no skopeo and no sockets
+    pins FROM, job.json and plan.md; a re-push under the same tag makes --check fail until regenerated."""
+    import socket
+
+    from helpers import resolved_text
+
+    from compiler.cli import main as compile_main
+
+    base_digest = registry.push("ns/base:v1", "first")
+    text = resolved_text("tp2").replace("base: nvcr.io/nvidia/pytorch:25.03-py3", f"base: {registry.host}/ns/base:v1")
+    text = text.replace("registry: cr.infini-ai.com", f"registry: {registry.host}").replace(
+        "namespace: te-0123456789abcdef", "namespace: ns")
+    spec = tmp_path / "job.yaml"
+    spec.write_text(text)
+    assert lock(*insecure(registry), str(spec))[0] == 0
+    built_digest = registry.push_derived("ns/base:v1", "ns/megatron-core:0.18.2-cu128", "megatron source")
+    assert lock("--record-built", *insecure(registry), str(spec))[0] == 0
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("a compile touched the network")
+
+    monkeypatch.setattr(socket, "socket", no_network)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    out_dir = tmp_path / "out"
+    assert compile_main([str(spec), "-o", str(out_dir)], io.StringIO(), io.StringIO()) == 0
+    dockerfile = (out_dir / "job" / "Dockerfile").read_text()
+    assert f"FROM {registry.host}/ns/base:v1@{base_digest}\n" in dockerfile
+    job = (out_dir / "job" / "job.json").read_text()
+    assert f'"image": "{registry.host}/ns/megatron-core:0.18.2-cu128@{built_digest}"' in job
+    assert f"pinned to {base_digest} for linux/amd64" in (out_dir / "job" / "plan.md").read_text()
+    monkeypatch.undo()
+
+    registry.push("ns/base:v1", "second")
+    code, out, _ = lock("--update", *insecure(registry), str(spec))
+    assert code == 0 and "→" in out
+    err = io.StringIO()
+    assert compile_main(["--check", str(spec), "-o", str(out_dir)], io.StringIO(), err) == 1
+
+
+def test_require_lock_fails_a_spec_without_one(tmp_path, in_repo):
+    from compiler.cli import main as compile_main
+
+    out = io.StringIO()
+    assert compile_main(["--check", "--require-lock", "specs/tp2.yaml"], out, io.StringIO()) == 1
+    assert "[image-unpinned]" in out.getvalue() and "run `megatron-compile lock specs/tp2.yaml`" in out.getvalue()

@@ -25,6 +25,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Compile each spec and act on it, printing in spec order; the exit code."""
     options = Options(out_dir=args.out_dir, overrides=tuple(Override(raw) for raw in args.overrides),
                       check=args.check, explain=args.explain, print_spec=args.print_spec, force=args.force,
+                      require_lock=args.require_lock,
                       werror=args.werror, quiet=args.quiet)
     diagnostics, outcomes = run_batch(args.specs, options)
     summaries: list[str] = []

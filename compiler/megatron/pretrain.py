@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import posixpath
-from typing import NamedTuple
 from typing import Any
 
 PRETRAIN_SCRIPT = "pretrain_gpt.py"

@@ -13,10 +13,12 @@ from typing import Any
 
 from .. import __version__
 from ..check.facts import Facts
+from ..load.lockfile import Lock, lock_path
 from ..megatron.flags import Flag
 from ..megatron.pretrain import num_microbatches, train_iterations, virtual_pipeline_size
 from ..megatron.runfiles import NODES_DIR, RUNTIME_PROBE
 from ..platform.aistudio import JOB_FILE, AIStudioJob, PLATFORM
+from ..platform.images import image_pins
 from .report import report
 from .shell import Var, Word
 from .types import Artifact, Header, ImagePlan, LaunchPlan, MegatronPlan, Plan, PretrainPlan, Step
@@ -54,6 +56,18 @@ def _base_mirror(spec: Any) -> str:
     if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
         parts = parts[1:]
     return f"{spec.image.registry}/{spec.image.namespace}/{'-'.join(parts)}:{tag or 'latest'}"
+
+
+def pinning(spec: Any, lock: Lock | None, spec_display: str) -> str:
+    """How the base image is pinned, for the report."""
+    if lock is None:
+        return f"{spec.image.base}: unpinned (a tag can move): run `{TOOL} lock {spec_display}`"
+    base = lock.base
+    text = (f"{base.reference} pinned to {base.digest} for {base.platform} ({lock_path(spec_display)}, "
+            f"resolved {base.resolved_at} with {base.resolved_with})")
+    if lock.built is None:
+        text += f"; job.json names the built image by its tag until `{TOOL} lock --record-built {spec_display}`"
+    return text
 
 
 def flag_words(flag: Flag) -> tuple[Word, ...]:
@@ -116,8 +130,10 @@ def _launch_plan(spec: Any, facts: Facts, pretrain: PretrainPlan | None) -> Laun
     )
 
 
-def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | None = None) -> Plan:
-    """Derive every value the artifacts need from a spec that validated without errors, and its facts."""
+def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | None = None,
+               lock: Lock | None = None) -> Plan:
+    """Derive every value the artifacts need from a spec that validated without errors, its facts
+    and its lock (the image digests), when it has one."""
     res = spec.resources
     layout = facts.layout
     assert layout is not None and facts.run_root is not None and facts.mount_path is not None
@@ -125,8 +141,11 @@ def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | Non
     reference = f"{spec.image.registry}/{spec.image.namespace}/{spec.image.repository}:{spec.image.tag}"
     header = Header(tool=TOOL, version=__version__, spec=spec_display, spec_sha256=spec_digest(spec),
                     regenerate=regenerate or f"{TOOL} {spec_display}")
+    pins = image_pins(spec.image.base, reference, lock.base.digest if lock else None,
+                      lock.built.digest if lock and lock.built else None)
     image = ImagePlan(
-        base=spec.image.base, platform=spec.image.platform, registry=spec.image.registry, reference=reference,
+        base=spec.image.base, from_reference=pins.docker_from, base_digest=pins.base_digest, pinned=pins.base_pinned,
+        platform=spec.image.platform, registry=spec.image.registry, reference=reference,
         base_mirror=_base_mirror(spec), registry_username=spec.image.registry_username,
         has_registry_username=spec.image.registry_username is not None,
         ngc_login=_image_host(spec.image.base) == NGC_REGISTRY,
@@ -140,7 +159,7 @@ def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | Non
     launch = _launch_plan(spec, facts, pretrain)
     verify = verify_plan(spec, layout, groups, pretrain, facts.is_bounded_example)
     job = AIStudioJob(
-        name=spec.name, image=reference, workers=res.workers, gpus_per_worker=res.gpus_per_worker,
+        name=spec.name, image=pins.job_image, workers=res.workers, gpus_per_worker=res.gpus_per_worker,
         worker_flavor=res.worker_flavor, rdma=res.rdma, slow_training_detection=res.slow_training_detection,
         mount_path=facts.mount_path,
     )
@@ -152,5 +171,6 @@ def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | Non
         header=header, name=spec.name, world_size=layout.world, run_root=facts.run_root, platform=PLATFORM,
         image=image, megatron=megatron, parallel=layout, groups=groups, worker_ranks=layout.ranks_per_worker(),
         job=job, dockerfile_copy=("Megatron-LM", root), steps=steps,
-        report=report(spec, facts, groups, launch, reference, pretrain), summary=SUMMARY_ARTIFACTS,
+        report=report(spec, facts, groups, launch, pins.job_image, pretrain, pinning(spec, lock, spec_display)),
+        summary=SUMMARY_ARTIFACTS,
     )

@@ -23,7 +23,7 @@ def _bytes(value: int) -> str:
 
 
 def report(spec: Any, facts: Facts, groups: RankLayout, launch: LaunchPlan, reference: str,
-           pretrain: PretrainPlan | None) -> tuple[ReportSection, ...]:
+           pretrain: PretrainPlan | None, pinning: str) -> tuple[ReportSection, ...]:
     """The sections of plan.md and --explain."""
     parallel = facts.layout
     assert parallel is not None and facts.run_root is not None and facts.script is not None
@@ -34,6 +34,7 @@ def report(spec: Any, facts: Facts, groups: RankLayout, launch: LaunchPlan, refe
         ReportSection("Job", (
             ("name", spec.name),
             ("image", reference),
+            ("base image", pinning),
             ("workers", str(res.workers)),
             ("GPUs per worker", str(res.gpus_per_worker)),
             ("world size", f"{world} = workers {res.workers} × gpus_per_worker {res.gpus_per_worker}"),

@@ -30,6 +30,9 @@ class Header(NamedTuple):
 
 class ImagePlan(NamedTuple):
     base: str
+    from_reference: str  # the Dockerfile's FROM: the base pinned to the lock's digest when there is one
+    base_digest: str | None  # the lock's platform digest of the base (regctl.sh compares with it)
+    pinned: bool
     platform: str
     registry: str
     reference: str  # what is built, pushed, and what the job runs

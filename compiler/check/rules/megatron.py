@@ -39,7 +39,7 @@ def check_pretrain_sections(ctx: RuleContext) -> Iterator[Diagnostic]:
                     "pretrain-section-unused",
                     f"training.{name} applies to {PRETRAIN_SCRIPT} only; {training.script} would never see it",
                     ("training", name), key=True,
-                    hint=f"remove it, or pass the script's own flags in training.args",
+                    hint="remove it, or pass the script's own flags in training.args",
                 )
 
 

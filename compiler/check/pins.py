@@ -1,0 +1,46 @@
+"""The lock beside a spec: read it, hold it against the spec's image section, or require one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..diagnostics import Diagnostic, Severity, make_error
+from ..load.lockfile import Lock, LockError, lock_path, read_lock
+from ..load.source import SourceDoc
+
+
+def _at(doc: SourceDoc, dotted: str) -> dict[str, Any]:
+    loc = doc.value_location(tuple(dotted.split(".")))
+    if loc is None:
+        return {"file": doc.file}
+    span = loc.span
+    return {"file": loc.file, "line": span.line, "column": span.column, "end_line": span.end_line,
+            "end_column": span.end_column}
+
+
+def check_pins(doc: SourceDoc, spec: Any, path: str, display: str, *, require: bool) -> tuple[Lock | None, list[Diagnostic]]:
+    """The spec's lock (specs/NAME.lock beside specs/NAME.yaml) when it fits the spec, and the
+    diagnostics: a lock that cannot be read (at its line), one that no longer matches the spec (at
+    the spec's line, naming the lock's), or none when --require-lock asks for one."""
+    lock_file = str(lock_path(path))
+    shown = str(lock_path(display))
+    try:
+        lock = read_lock(lock_file)
+    except LockError as exc:
+        return None, [make_error("lock-invalid", exc.message, hint=exc.hint or None, file=shown, line=exc.line,
+                                 column=exc.column)]
+    if lock is None:
+        if not require:
+            return None, []
+        return None, [Diagnostic(code="image-unpinned", severity=Severity.ERROR, key_path=("image", "base"),
+                                 message=f"image.base ({spec.image.base}) is not pinned: {shown} does not exist",
+                                 hint=f"run `megatron-compile lock {display}` and commit {shown}",
+                                 **_at(doc, "image.base"))]
+    from ..load.lockfile import check_lock
+
+    image = spec.image.model_dump(mode="json")
+    problems = check_lock(lock, image, display)
+    diags = [Diagnostic(code="lock-stale", severity=Severity.ERROR, key_path=tuple(p.field.split(".")),
+                        message=p.message.replace(lock.where(p.lock_key), f"{shown}:{p.line}"), hint=p.hint,
+                        **_at(doc, p.field)) for p in problems]
+    return (None if problems else lock), diags
