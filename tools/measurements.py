@@ -120,8 +120,8 @@ def shape_text(args: dict[str, str]) -> str:
 
 
 def _median(values: list[float]) -> float | None:
-    """The median, or None for no values."""
-    return statistics.median(values) if values else None
+    """The median to 1/100 (an even count averages two logged figures), or None for no values."""
+    return round(statistics.median(values), 2) if values else None
 
 
 def parse_log(config: str, text: str) -> Measurement:
@@ -186,7 +186,7 @@ def markdown(rows: list[Measurement]) -> str:
     body = "".join(
         f"| {r.config} | {r.shape} | {_cell(r.parameters)} | {_cell(r.theoretical_weight_and_optimizer_mb)} "
         f"| {_cell(r.theoretical_activation_mb)} | {_cell(r.max_allocated_mb)} "
-        f"| {_cell(r.median_ms_per_iteration, 1)} | {_cell(r.tokens_per_s, 0)} | {_cell(r.median_tflops_per_gpu, 1)} |\n"
+        f"| {_cell(r.median_ms_per_iteration)} | {_cell(r.tokens_per_s, 0)} | {_cell(r.median_tflops_per_gpu, 1)} |\n"
         for r in rows)
     return head + body
 
