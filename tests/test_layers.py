@@ -1,0 +1,126 @@
+"""The architecture as a test: stage folders import only lower stages and the wings, no cycles,
+no module over 400 lines (source.py and generated code aside)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "compiler"
+
+# Lower number: lower layer. A module may import its own layer's modules and lower layers only.
+# The wings (megatron, platform) sit below the stages that read them and above what they need.
+LAYERS = {
+    "paths": 0, "diagnostics": 0, "__init__": 0,
+    "load": 1,
+    "schema": 2,
+    "megatron": 3, "platform": 3,
+    "check": 4,
+    "plan": 5,
+    "render": 6,
+    "emit": 7,
+    "pipeline": 8,
+    "commands": 9,
+    "cli": 10, "__main__": 11,
+}
+LONG_ALLOWED = {"load/source.py", "schema/records.py"}
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py"))
+
+
+def _unit(path: Path) -> str:
+    rel = path.relative_to(PACKAGE)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(line, the compiler module a statement imports: its first component under compiler/)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    rel = path.relative_to(PACKAGE)
+    package = list(rel.parts[:-1])
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                if node.module and node.module.split(".")[0] == "compiler":
+                    parts = node.module.split(".")[1:]
+                else:
+                    continue
+            else:
+                base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+                parts = base + (node.module.split(".") if node.module else [])
+            if not parts:  # `from . import x` at the top of the package: a module, or the package's own name
+                names = [alias.name for alias in node.names]
+                parts = [names[0] if (PACKAGE / names[0]).is_dir() or (PACKAGE / f"{names[0]}.py").exists()
+                         else "__init__"]
+            found.append((node.lineno, parts[0]))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "compiler":
+                    found.append((node.lineno, alias.name.split(".")[1]))
+    return found
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_point_down(path):
+    unit = _unit(path)
+    assert unit in LAYERS, f"{unit} has no layer: add it to LAYERS"
+    for line, target in _imports(path):
+        assert target in LAYERS, f"{path.name}:{line} imports unknown compiler.{target}"
+        if target == unit:
+            continue
+        assert LAYERS[target] < LAYERS[unit], (
+            f"{path.relative_to(PACKAGE)}:{line} imports compiler.{target} (layer {LAYERS[target]}) from "
+            f"{unit} (layer {LAYERS[unit]}): a back-arrow")
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_over_400_lines(path):
+    rel = str(path.relative_to(PACKAGE))
+    if rel in LONG_ALLOWED:
+        return
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= 400, f"{rel} has {lines} lines: split it by responsibility"
+
+
+def test_no_import_cycle_between_modules():
+    graph: dict[str, set[str]] = {}
+    names = {}
+    for path in _modules():
+        rel = path.relative_to(PACKAGE).with_suffix("")
+        names[path] = ".".join(rel.parts)
+    for path in _modules():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        here = names[path].split(".")
+        package = here[:-1] if path.name != "__init__.py" else here[:-1]
+        edges = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package[: len(package) - (node.level - 1)]
+                target = base + (node.module.split(".") if node.module else [])
+                candidates = [".".join(target + [a.name]) for a in node.names] + [".".join(target)]
+                for c in candidates:
+                    if c in names.values() or c + ".__init__" in names.values():
+                        edges.add(c if c in names.values() else c + ".__init__")
+        graph[names[path]] = edges - {names[path]}
+    # only top-level (module-scope) imports create cycles at import time; function-level ones are lazy
+    seen, stack = set(), []
+
+    def visit(node: str) -> None:
+        if node in stack:
+            cycle = stack[stack.index(node):] + [node]
+            raise AssertionError("import cycle: " + " -> ".join(cycle))
+        if node in seen:
+            return
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            visit(nxt)
+        stack.pop()
+        seen.add(node)
+
+    for node in sorted(graph):
+        visit(node)
