@@ -168,7 +168,7 @@ def describe_type(action: argparse.Action, arguments: Any) -> dict[str, Any]:
     """type/choices fields for one action, in terms the pure checker implements."""
     if type(action).__name__ not in ("_StoreAction", "_AppendAction", "_ExtendAction"):
         return {}  # nargs-0 actions never convert a value (BooleanOptionalAction's type=bool is unused)
-    fn = action.type
+    fn: Any = action.type
     out: dict[str, Any]
     if fn is None or fn is str:
         out = {"type": "str"}
@@ -183,13 +183,13 @@ def describe_type(action: argparse.Action, arguments: Any) -> dict[str, Any]:
     elif fn is getattr(arguments, "_parse_cuda_graph_modules_arg", None):
         names = sorted({"full", "full_iteration", "full_iteration_inference"}
                        | set(arguments.CudaGraphModule.__members__))
-        out = {"type": "enum", "type_fn": fn.__name__, "choices": names}
+        out = {"type": "enum", "type_fn": "_parse_cuda_graph_modules_arg", "choices": names}
         _verify_names(action, names)
         return out
     elif fn in tuple(getattr(arguments, n) for n in ("moe_freq_type", "la_freq_type", "no_rope_freq_type")):
-        out = {"type": "int_or_pattern", "type_fn": fn.__name__}
+        out = {"type": "int_or_pattern", "type_fn": str(getattr(fn, "__name__", fn))}
     elif fn is getattr(arguments, "tuple_type", None):
-        out = {"type": "int_tuple", "type_fn": fn.__name__}
+        out = {"type": "int_tuple", "type_fn": "tuple_type"}
     else:
         raise SystemExit(f"unmodelled value type {fn!r} for {action.option_strings}; extend describe_type")
     if action.choices is not None:
@@ -215,7 +215,7 @@ def _verify_model(action: argparse.Action, model: dict[str, Any]) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from compiler.megatron.argsurface import _convert  # the checker's own converter, reused
 
-    fn = action.type or str
+    fn: Any = action.type or str
     for probe in PROBES:
         real = _real_accepts(fn, probe)
         ours = _convert(model["type"], probe)[0]
@@ -225,9 +225,10 @@ def _verify_model(action: argparse.Action, model: dict[str, Any]) -> None:
 
 
 def _verify_names(action: argparse.Action, names: list[str]) -> None:
+    fn: Any = action.type
     """Check a name-list model against the real function, on the names and on near misses."""
     for probe in names + [n.upper() + "x" for n in names] + PROBES:
-        if _real_accepts(action.type, probe) != (probe in names):
+        if _real_accepts(fn, probe) != (probe in names):
             raise SystemExit(f"{action.option_strings}: name model disagrees on {probe!r}")
 
 

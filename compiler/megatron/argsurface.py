@@ -58,7 +58,7 @@ _PATTERN_LIMIT = 10_000_000  # elements; a larger pattern would exhaust memory i
 
 
 class ArgIssue(NamedTuple):
-    index: int  # index into args of the offending token
+    index: int  # type: ignore[assignment]  # index into args of the offending token (shadows tuple.index)
     code: str
     message: str
     hint: str | None
@@ -161,7 +161,7 @@ def _convert(kind: str, text: str) -> tuple[bool, Any]:
         if kind == "int_tuple":
             # megatron/training/arguments.py:387-396 (tuple_type)
             return True, tuple(int(i) for i in text.strip("()").split(","))
-    except (ValueError, TypeError, SyntaxError, IndexError, OverflowError, MemoryError):
+    except (ValueError, TypeError, SyntaxError, IndexError, OverflowError, MemoryError, RecursionError):
         return False, None
     raise ValueError(f"unknown value type {kind!r} in {DATA_FILE.name}")
 
@@ -283,8 +283,8 @@ def check_args(args: Sequence[str]) -> list[ArgIssue]:
             continue
         stop, found = _consume(i, tokens, kinds, options[i], surface)
         issues += found
-        option = options[i].option
-        previous = (i, option) if option is not None else None
+        name = options[i].option
+        previous = (i, name) if name is not None else None
         i = stop
     return issues
 
@@ -324,7 +324,7 @@ def _consume(i: int, tokens: list[str], kinds: list[str], opt: _Option,
     nargs = entry["nargs"]
     need = {None: 1, "+": 1}.get(nargs, nargs if isinstance(nargs, int) else 0)
     if following < need:
-        stop = i + 1
+        stop = i + 1 + following  # too few values: they are this issue's, not strays
         if following == 0 and stop < len(tokens) and kinds[stop] == "O" and _is_number(tokens[stop]):
             stop += 1  # `--lr -1e5`: the number argparse took for a flag is this issue's, not a second one
         return stop, _help_issues(i, taken[:-1], flags) + [_missing_issue(i, option, entry, tokens)]
@@ -442,6 +442,9 @@ def _missing_issue(i: int, option: str, entry: dict[str, Any], tokens: list[str]
     """A value-taking flag with no (or too few) values after it."""
     nargs = entry["nargs"]
     want = {None: "a value", "+": "at least one value"}.get(nargs, f"{nargs} values")
+    if isinstance(nargs, int) and i + 1 < len(tokens) and not tokens[i + 1].startswith("-"):
+        return ArgIssue(i, ARITY, f"{WHERE}: {option} needs {want}, fewer follow it",
+                        f"give {option} exactly {nargs} values")
     nxt = tokens[i + 1] if i + 1 < len(tokens) else None
     if nxt is not None and nxt.startswith("-") and nxt != "--" and not nxt.startswith("--"):
         hint = f"argparse reads {nxt} as a flag, not a value; write {option}={nxt}"
