@@ -527,6 +527,51 @@ def corpus_cases(doc: dict[str, Any], seed: int = 14) -> list[list[str]]:
     return list(unique.values())
 
 
+TORCHRUN_FLAGS = {"--nproc_per_node", "--nproc-per-node", "--nnodes", "--node_rank", "--node-rank",
+                  "--master_addr", "--master-addr", "--master_port", "--master-port", "--rdzv_id",
+                  "--rdzv_backend", "--rdzv_endpoint", "--rdzv-id", "--rdzv-backend", "--rdzv-endpoint"}
+_SHELL_STOP = {"|", "||", "&&", ";", "&", "2>&1", ">", ">>", "<", "\\"}
+
+
+def script_arg_runs(text: str) -> list[list[str]]:
+    """Runs of `--flag [value...]` tokens in a shell script, $VARS replaced by 8 (a value of any type)."""
+    import shlex
+
+    try:
+        tokens = shlex.split(text.replace("\\\n", " "), comments=True)
+    except ValueError:
+        return []
+    runs: list[list[str]] = []
+    run: list[str] = []
+    skip = False
+    for token in tokens:
+        if token in _SHELL_STOP or token.endswith(")") and "(" not in token or "=(" in token or token == "(":
+            runs.append(run)
+            run, skip = [], False
+            continue
+        if token.startswith("--"):
+            skip = token.split("=", 1)[0] in TORCHRUN_FLAGS  # the launcher's, not Megatron's
+            if not skip:
+                run.append(token)
+        elif run and not skip:
+            run.append("8" if "$" in token or "`" in token else token)
+    runs.append(run)
+    return [r[:80] for r in runs if r]
+
+
+def example_cases(megatron_dir: Path, git_dir: Path | None) -> list[list[str]]:
+    """Flag runs from Megatron's example scripts, at the pin and at a few older releases."""
+    cases: list[list[str]] = []
+    for script in sorted((megatron_dir / "examples").rglob("*.sh")):
+        cases += script_arg_runs(script.read_text(errors="replace"))
+    if git_dir is not None:
+        for tag in ("v2.6", "23.06", "core_v0.8.0", "core_v0.13.1"):
+            names = _git(git_dir, "ls-tree", "-r", "--name-only", f"refs/tags/{tag}", "--", "examples").split()
+            for name in sorted(n for n in names if n.endswith(".sh")):
+                cases += script_arg_runs(_git(git_dir, "show", f"refs/tags/{tag}:{name}"))
+    return cases
+
+
 def _edge_cases(flags: dict[str, Any]) -> list[list[str]]:
     """Hand-picked corners of argparse's grammar, each a place a naive checker goes wrong."""
     return [
@@ -549,10 +594,15 @@ def _edge_cases(flags: dict[str, Any]) -> list[list[str]]:
     ]
 
 
-def build_corpus(doc: dict[str, Any], parser: argparse.ArgumentParser) -> dict[str, Any]:
-    """Every corpus case with Megatron's verdict."""
+def build_corpus(doc: dict[str, Any], parser: argparse.ArgumentParser,
+                 examples: list[list[str]]) -> dict[str, Any]:
+    """Every corpus case (generated, then from example scripts) with Megatron's verdict."""
     entries = []
-    for args in corpus_cases(doc):
+    seen = set()
+    for args in corpus_cases(doc) + examples:
+        if json.dumps(args) in seen:
+            continue
+        seen.add(json.dumps(args))
         outcome, message = run_megatron_parser(parser, args)
         entries.append({"args": args, "outcome": outcome, "message": message})
     return {"megatron_commit": PINNED_COMMIT, "python": platform.python_version(),
@@ -582,7 +632,7 @@ def main(argv: list[str] | None = None) -> int:
     opts.output.write_text(dump_lines(doc))
     print(f"{opts.output}: {len(doc['flags'])} option strings, {len(doc.get('removed', {}))} removed flags")
     if opts.corpus:
-        corpus = build_corpus(doc, parser)
+        corpus = build_corpus(doc, parser, example_cases(opts.megatron_lm_dir, opts.git_dir))
         opts.corpus.parent.mkdir(parents=True, exist_ok=True)
         opts.corpus.write_text(dump_corpus(corpus))
         counts: dict[str, int] = {}
