@@ -105,6 +105,18 @@ def test_unknown_flag_takes_its_values_with_it() -> None:
     assert codes(["--load-iteration", "40", "--lr", "1e-4"]) == [(0, UNKNOWN)]
 
 
+def test_modelopt_flags_only_with_modelopt() -> None:
+    args = ["--export-model-type", "HybridModel"]
+    issue = only(args)
+    assert issue.code == UNKNOWN and "nvidia-modelopt" in issue.message
+    assert check_args(args, modelopt=True) == []
+    assert codes(["--export-model-type", "Bogus"]) == [(0, UNKNOWN)]
+    assert check_args(["--export-model-type", "Bogus"], modelopt=True)[0].code == VALUE
+    assert known_flag("--export-model-type", modelopt=True) and not known_flag("--export-model-type")
+    info = flag_info("--export-model-type", modelopt=True)
+    assert info is not None and info.src.startswith("megatron/post_training/arguments.py:")
+
+
 def test_kitchen_flags_are_conditional_not_known() -> None:
     # added only when the kitchen package imports (megatron/training/arguments.py:3353)
     assert not known_flag("--kitchen-recipe-number")
@@ -237,7 +249,8 @@ def test_data_file_records_its_origin_and_is_one_flag_a_line() -> None:
     assert "core_v0.18.2" in doc["removed_scanned_tags"] and "core_v0.19.0" not in doc["removed_scanned_tags"]
     lines = DATA.read_text().splitlines()
     flag_lines = [line for line in lines if line.startswith('  "-')]
-    assert len(flag_lines) == len(doc["flags"]) + len(doc["removed"]) + len(doc["conditional"])
+    assert len(flag_lines) == (len(doc["flags"]) + len(doc["removed"]) + len(doc["conditional"])
+                               + len(doc["modelopt"]))
     names = [json.loads("{" + line.rstrip(",") + "}") for line in flag_lines]
     assert all(len(n) == 1 for n in names)
     assert not set(doc["flags"]) & set(doc["removed"])
@@ -257,13 +270,21 @@ def test_corpus_is_large_and_mixed() -> None:
     assert len(outcomes) > 1000 and outcomes.count("accept") > 500 and outcomes.count("reject") > 500
 
 
-def test_checker_agrees_with_megatron_on_every_corpus_entry() -> None:
+@pytest.mark.parametrize("modelopt", [False, True], ids=["plain", "modelopt"])
+def test_checker_agrees_with_megatron_on_every_corpus_entry(modelopt: bool) -> None:
+    """Plain: parse_args(extra_args_provider=None); modelopt: with add_modelopt_args, as pretrain_gpt.py."""
     disagree = []
     for entry in _corpus()["entries"]:
-        accepted = not check_args(entry["args"])
-        if accepted != (entry["outcome"] == "accept"):
-            disagree.append((entry["args"], entry["outcome"], entry["message"]))
+        outcome = entry.get("modelopt_outcome", entry["outcome"]) if modelopt else entry["outcome"]
+        accepted = not check_args(entry["args"], modelopt=modelopt)
+        if accepted != (outcome == "accept"):
+            disagree.append((entry["args"], outcome, entry["message"]))
     assert not disagree, f"{len(disagree)} disagreements, first: {disagree[:5]}"
+
+
+def test_corpus_has_entries_only_modelopt_accepts() -> None:
+    differing = [e for e in _corpus()["entries"] if "modelopt_outcome" in e]
+    assert sum(e["modelopt_outcome"] == "accept" for e in differing) > 20
 
 
 def _issue_flags(args: list[str], issue: ArgIssue) -> set[str]:
@@ -335,7 +356,7 @@ def test_regenerating_reproduces_the_committed_files(tmp_path: Path) -> None:
     subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True)
     fresh = json.loads((tmp_path / "args.json").read_text())
     committed = json.loads(DATA.read_text())
-    assert fresh["flags"] == committed["flags"]
+    assert fresh["flags"] == committed["flags"] and fresh["modelopt"] == committed["modelopt"]
     if git_dir:
         assert fresh["removed"] == committed["removed"]
     assert json.loads((tmp_path / "corpus.json").read_text())["entries"] == _corpus()["entries"]

@@ -99,7 +99,7 @@ def import_megatron_arguments(megatron_dir: Path) -> Any:
     return arguments
 
 
-def capture_parser(arguments: Any) -> argparse.ArgumentParser:
+def capture_parser(arguments: Any, extra_args_provider: Callable[..., Any] | None = None) -> argparse.ArgumentParser:
     """Run Megatron's parse_args until it calls parser.parse_args(), and return that parser."""
     original = argparse.ArgumentParser.parse_args
 
@@ -108,7 +108,7 @@ def capture_parser(arguments: Any) -> argparse.ArgumentParser:
 
     argparse.ArgumentParser.parse_args = intercept  # type: ignore[method-assign]
     try:
-        arguments.parse_args(extra_args_provider=None, ignore_unknown_args=False)
+        arguments.parse_args(extra_args_provider=extra_args_provider, ignore_unknown_args=False)
     except _Captured as captured:
         parser = captured.parser
     else:
@@ -357,10 +357,18 @@ def flag_entries(parser: argparse.ArgumentParser, arguments: Any,
     return entries
 
 
-def build_surface(megatron_dir: Path, git_dir: Path | None) -> tuple[dict[str, Any], argparse.ArgumentParser]:
-    """The whole data document, and the parser it was read from."""
+MODELOPT_WHEN = ("nvidia-modelopt is installed in the image (pretrain_gpt.py:65-71 then passes "
+                 "add_modelopt_args as extra_args_provider, pretrain_gpt.py:396)")
+
+
+def build_surface(megatron_dir: Path, git_dir: Path | None) -> tuple[dict[str, Any], dict[str, argparse.ArgumentParser]]:
+    """The whole data document, and the two parsers it was read from (plain, and with modelopt's flags)."""
     arguments = import_megatron_arguments(megatron_dir)
     parser = capture_parser(arguments)
+    # megatron/post_training/arguments.py imports nothing; only pretrain_gpt.py's guard needs modelopt
+    from megatron.post_training.arguments import add_modelopt_args  # type: ignore[import-not-found]
+
+    with_modelopt = capture_parser(arguments, add_modelopt_args)
     source = (megatron_dir / ARGS_FILES[0]).read_text()
     lines = {flag: call["line"] for flag, call in add_argument_calls(source).items()}
     flags = flag_entries(parser, arguments, lines)
@@ -372,7 +380,14 @@ def build_surface(megatron_dir: Path, git_dir: Path | None) -> tuple[dict[str, A
         "parser": {"description": parser.description, "allow_abbrev": parser.allow_abbrev,
                    "negative_number": parser._negative_number_matcher.pattern},
         "flags": flags,
+        "modelopt_when": MODELOPT_WHEN,
     }
+    post_lines = {flag: call["line"] for flag, call in add_argument_calls(
+        (megatron_dir / "megatron/post_training/arguments.py").read_text()).items()}
+    extra = {name: {**entry, "src": f"megatron/post_training/arguments.py:{post_lines[name]}"}
+             for name, entry in flag_entries(with_modelopt, arguments, {}).items() if name not in flags}
+    assert set(extra) == set(post_lines), "modelopt flags and add_modelopt_args's calls differ"
+    doc["modelopt"] = extra
     # add_argument calls the parser did not run: behind an import guard (kitchen) at the pinned commit
     missing = sorted(set(lines) - set(flags))
     if set(missing) != set(CONDITIONAL):
@@ -383,7 +398,7 @@ def build_surface(megatron_dir: Path, git_dir: Path | None) -> tuple[dict[str, A
         removed, scanned = removed_flags(git_dir, set(flags) | set(CONDITIONAL))
         doc["removed_scanned_tags"] = scanned
         doc["removed"] = removed
-    return doc, parser
+    return doc, {"plain": parser, "modelopt": with_modelopt}
 
 
 def dump_lines(doc: dict[str, Any]) -> str:
@@ -392,7 +407,7 @@ def dump_lines(doc: dict[str, Any]) -> str:
     items = list(doc.items())
     for i, (key, value) in enumerate(items):
         comma = "," if i < len(items) - 1 else ""
-        if isinstance(value, dict) and key in ("flags", "removed", "conditional"):
+        if isinstance(value, dict) and key in ("flags", "removed", "conditional", "modelopt"):
             out.append(f"{json.dumps(key)}: {{")
             names = sorted(value)
             for j, name in enumerate(names):
@@ -474,7 +489,7 @@ def _typos(flag: str, rng: random.Random) -> Iterator[str]:
 def corpus_cases(doc: dict[str, Any], seed: int = 14) -> list[list[str]]:
     """Argument lists exercising every flag, well formed and mutated, deterministic for one seed."""
     rng = random.Random(seed)
-    flags = doc["flags"]
+    flags = {**doc["flags"], **doc.get("modelopt", {})}
     names = sorted(flags)
     value_flags = [n for n in names if flags[n]["nargs"] != 0 and n not in ("-h", "--help")]
     switches = [n for n in names if flags[n]["nargs"] == 0 and flags[n]["action"] != "help"]
@@ -594,7 +609,7 @@ def _edge_cases(flags: dict[str, Any]) -> list[list[str]]:
     ]
 
 
-def build_corpus(doc: dict[str, Any], parser: argparse.ArgumentParser,
+def build_corpus(doc: dict[str, Any], parsers: dict[str, argparse.ArgumentParser],
                  examples: list[list[str]]) -> dict[str, Any]:
     """Every corpus case (generated, then from example scripts) with Megatron's verdict."""
     entries = []
@@ -603,8 +618,12 @@ def build_corpus(doc: dict[str, Any], parser: argparse.ArgumentParser,
         if json.dumps(args) in seen:
             continue
         seen.add(json.dumps(args))
-        outcome, message = run_megatron_parser(parser, args)
-        entries.append({"args": args, "outcome": outcome, "message": message})
+        outcome, message = run_megatron_parser(parsers["plain"], args)
+        entry = {"args": args, "outcome": outcome, "message": message}
+        modelopt_outcome, modelopt_message = run_megatron_parser(parsers["modelopt"], args)
+        if (modelopt_outcome, modelopt_message) != (outcome, message):
+            entry.update({"modelopt_outcome": modelopt_outcome, "modelopt_message": modelopt_message})
+        entries.append(entry)
     return {"megatron_commit": PINNED_COMMIT, "python": platform.python_version(),
             "generated_by": "tools/megatron_argsurface.py --corpus (Megatron's real parser on each list)",
             "entries": entries}
@@ -627,12 +646,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--git-dir", type=Path, help="Megatron-LM git dir with release tags (for removed flags)")
     ap.add_argument("--corpus", type=Path, help="also write the differential corpus here")
     opts = ap.parse_args(argv)
-    doc, parser = build_surface(opts.megatron_lm_dir, opts.git_dir)
+    doc, parsers = build_surface(opts.megatron_lm_dir, opts.git_dir)
     opts.output.parent.mkdir(parents=True, exist_ok=True)
     opts.output.write_text(dump_lines(doc))
-    print(f"{opts.output}: {len(doc['flags'])} option strings, {len(doc.get('removed', {}))} removed flags")
+    print(f"{opts.output}: {len(doc['flags'])} option strings (+{len(doc['modelopt'])} with modelopt), "
+          f"{len(doc.get('removed', {}))} removed flags")
     if opts.corpus:
-        corpus = build_corpus(doc, parser, example_cases(opts.megatron_lm_dir, opts.git_dir))
+        corpus = build_corpus(doc, parsers, example_cases(opts.megatron_lm_dir, opts.git_dir))
         opts.corpus.parent.mkdir(parents=True, exist_ok=True)
         opts.corpus.write_text(dump_corpus(corpus))
         counts: dict[str, int] = {}

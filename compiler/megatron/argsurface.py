@@ -92,19 +92,31 @@ class RemovedFlag(NamedTuple):
 
 class _Surface(NamedTuple):
     meta: dict[str, Any]
-    flags: dict[str, dict[str, Any]]
+    flags: dict[str, dict[str, Any]]  # the option strings this parse knows
     removed: dict[str, dict[str, Any]]
     by_normal: dict[str, str]  # dashes-for-underscores spelling -> option string
+    absent: dict[str, dict[str, Any]]  # flags Megatron adds only when a package imports: why they are missing
 
 
 @functools.lru_cache(maxsize=1)
-def _surface() -> _Surface:
-    """The data file, parsed once."""
-    doc = json.loads(DATA_FILE.read_text(encoding="utf-8"))
-    flags = doc["flags"]
+def _document() -> dict[str, Any]:
+    """The data file, read once."""
+    doc: dict[str, Any] = json.loads(DATA_FILE.read_text(encoding="utf-8"))
+    return doc
+
+
+@functools.lru_cache(maxsize=2)
+def _surface(modelopt: bool = False) -> _Surface:
+    """The parser's view: Megatron's own flags, plus add_modelopt_args's when modelopt is installed."""
+    doc = _document()
+    extra = doc.get("modelopt", {})
+    flags = {**doc["flags"], **extra} if modelopt else doc["flags"]
+    absent = {name: entry for name, entry in doc.get("conditional", {}).items()}
+    if not modelopt:
+        absent.update({name: {"src": entry["src"], "when": doc["modelopt_when"]} for name, entry in extra.items()})
     by_normal = {_normal(name): name for name in sorted(flags)}
-    meta = {k: v for k, v in doc.items() if k not in ("flags", "removed")}
-    return _Surface(meta, flags, doc.get("removed", {}), by_normal)
+    meta = {k: v for k, v in doc.items() if k not in ("flags", "removed", "modelopt", "conditional")}
+    return _Surface(meta, flags, doc.get("removed", {}), by_normal, absent)
 
 
 def _normal(flag: str) -> str:
@@ -117,14 +129,14 @@ def surface_meta() -> dict[str, Any]:
     return dict(_surface().meta)
 
 
-def known_flag(name: str) -> bool:
-    """Whether the pinned parser has this exact option string."""
-    return name in _surface().flags
+def known_flag(name: str, *, modelopt: bool = False) -> bool:
+    """Whether the pinned parser has this exact option string (modelopt: with add_modelopt_args's flags)."""
+    return name in _surface(modelopt).flags
 
 
-def flag_info(name: str) -> FlagInfo | None:
+def flag_info(name: str, *, modelopt: bool = False) -> FlagInfo | None:
     """What the pinned parser knows about one option string (None if it has no such flag)."""
-    entry = _surface().flags.get(name)
+    entry = _surface(modelopt).flags.get(name)
     if entry is None:
         return None
     choices = entry.get("choices")
@@ -255,9 +267,14 @@ def _classify(token: str, flags: dict[str, dict[str, Any]]) -> _Option | None:
     return _Option(None, None)
 
 
-def check_args(args: Sequence[str]) -> list[ArgIssue]:
-    """Every problem Megatron's parser would stop on, in argument order (empty: it accepts the list)."""
-    surface = _surface()
+def check_args(args: Sequence[str], *, modelopt: bool = False) -> list[ArgIssue]:
+    """Every problem Megatron's parser would stop on, in argument order (empty: it accepts the list).
+
+    modelopt: the image has nvidia-modelopt, so pretrain_gpt.py passes add_modelopt_args as Megatron's
+    extra_args_provider (pretrain_gpt.py:65-71, :396) and its flags (megatron/post_training/arguments.py)
+    are accepted too.
+    """
+    surface = _surface(modelopt)
     flags = surface.flags
     tokens = list(args)
     kinds: list[str] = []
@@ -398,6 +415,10 @@ def _unknown_issue(i: int, token: str, surface: _Surface) -> ArgIssue:
     if removed is not None:
         return ArgIssue(i, REMOVED, f"{WHERE}: {name} was removed from Megatron-LM after {removed['last']}; "
                         "the pinned commit rejects it", _removed_hint(name, removed, surface))
+    if name in surface.absent:
+        absent = surface.absent[name]
+        return ArgIssue(i, UNKNOWN, f"{WHERE}: {name} exists only when {absent['when']}; without that "
+                        "Megatron's parser rejects it", f"delete it, or install what it needs ({absent['src']})")
     normal = surface.by_normal.get(_normal(name))
     if normal is not None and normal != name:
         return ArgIssue(i, UNKNOWN, f"{WHERE}: {name} is not a Megatron-LM flag: Megatron spells it {normal}",
