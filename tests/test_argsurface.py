@@ -101,6 +101,14 @@ def test_underscore_spellings_megatron_itself_uses_are_known() -> None:
     assert known_flag("--use-checkpoint-opt_param-scheduler")
 
 
+def test_flag_shaped_token_with_a_space() -> None:
+    # argparse reads any token holding a space as a value; the checker still names the flag
+    assert codes(["--data-impl=a b"]) == [(0, REMOVED)]
+    assert codes(["--lr 1"]) == [(0, UNKNOWN)]
+    assert only(["--lr 1"]).hint == "split it into two items: '--lr', '1'"
+    assert check_args(["--data-path", "--weird name"]) == []  # a value of nargs '*' --data-path
+
+
 def test_unknown_flag_takes_its_values_with_it() -> None:
     assert codes(["--load-iteration", "40", "--lr", "1e-4"]) == [(0, UNKNOWN)]
 

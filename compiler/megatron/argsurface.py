@@ -294,6 +294,13 @@ def check_args(args: Sequence[str], *, modelopt: bool = False) -> list[ArgIssue]
         if kinds[i] == "-":
             issues.append(_double_dash_issue(i, len(tokens) - i - 1))
             break
+        if kinds[i] == "A" and tokens[i].startswith("--") and " " in tokens[i]:
+            # argparse takes a token with a space for a value, but "--flag=a b" is a flag to the user
+            known = _flag_name(tokens[i]) in flags
+            issues.append(_stray_issue(i, tokens[i], previous, flags) if known
+                          else _unknown_issue(i, tokens[i], surface))
+            i += 1
+            continue
         if kinds[i] == "A":
             issues.append(_stray_issue(i, tokens[i], previous, flags))
             i += 1
@@ -415,6 +422,11 @@ def _unknown_issue(i: int, token: str, surface: _Surface) -> ArgIssue:
     if removed is not None:
         return ArgIssue(i, REMOVED, f"{WHERE}: {name} was removed from Megatron-LM after {removed['last']}; "
                         "the pinned commit rejects it", _removed_hint(name, removed, surface))
+    head = name.split(" ", 1)[0]
+    if " " in name and head in surface.flags:
+        return ArgIssue(i, UNKNOWN, f"{WHERE}: {name!r} is one item holding a flag and its value; Megatron "
+                        "gets it as one word and rejects it", f"split it into two items: {head!r}, "
+                        f"{name.split(' ', 1)[1]!r}")
     if name in surface.absent:
         absent = surface.absent[name]
         return ArgIssue(i, UNKNOWN, f"{WHERE}: {name} exists only when {absent['when']}; without that "
