@@ -1,0 +1,1 @@
+"""Megatron-LM facts the compiler checks against (data files under data/)."""
