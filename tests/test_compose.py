@@ -71,9 +71,9 @@ def test_set_a_list(in_repo, tmp_path):
     spec = tmp_path / "s.yaml"
     spec.write_text((REPO / "specs" / "pretrain-mock.yaml").read_text().replace("extends: base.yaml",
                                                                                f"extends: {REPO}/specs/base.yaml"))
-    code, out, _ = run(str(spec), "--print", "--set", 'training.args=["--foo", "--bar=1"]')
+    code, out, _ = run(str(spec), "--print", "--set", 'training.args=["--seed", "7", "--init-method-std=0.02"]')
     assert code == 0, out
-    assert yaml.safe_load(out)["training"]["args"] == ["--foo", "--bar=1"]
+    assert yaml.safe_load(out)["training"]["args"] == ["--seed", "7", "--init-method-std=0.02"]
 
 
 def test_set_errors_name_the_set(in_repo):

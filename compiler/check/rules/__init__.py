@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ...diagnostics import Diagnostic
 from ..context import Rule, RuleContext
+from .args import check_raw_args
 from .megatron import (
     check_distributed_optimizer_resume, check_duplicate_flags, check_megatron_batch, check_megatron_data,
     check_megatron_model, check_megatron_optimizer, check_megatron_pipeline, check_memory, check_pretrain_sections,
@@ -40,6 +41,7 @@ RULES: tuple[Rule, ...] = (
     Rule("megatron-data-source", ("training",), check_megatron_data),
     Rule("megatron-sequence-parallel", ("training", "parallelism"), check_sequence_parallel),
     Rule("args-duplicate-flag", ("training", "parallelism"), check_duplicate_flags),
+    Rule("megatron-unknown-flag", ("training",), check_raw_args),
     Rule("memory-over-capacity", ("training", "parallelism", "resources"), check_memory),
     Rule("distributed-optimizer-resume", ("training",), check_distributed_optimizer_resume),
 )
