@@ -9,6 +9,7 @@ from __future__ import annotations
 import posixpath
 from typing import Any, NamedTuple
 
+from ..megatron.data import DATA_DIR, Prefix, prefixes
 from ..megatron.flags import Flag, flags
 from ..megatron.memory import Estimate, estimate
 from ..megatron.parallel import ParallelLayout, parallel_layout, world_size
@@ -25,6 +26,7 @@ class SpecView(NamedTuple):
     training: Any
     parallelism: Any
     resources: Any
+    prepared: tuple[Prefix, ...] | None = None  # the preparation step's prefixes: training's data
 
 
 class Facts(NamedTuple):
@@ -41,6 +43,8 @@ class Facts(NamedTuple):
     pretrain_complete: bool  # pretrain_gpt.py with every required section
     flags: tuple[Flag, ...] | None  # pretrain_gpt.py's typed flags
     estimate: Estimate | None
+    prepare_output_dir: str | None  # the preparation step's output directory (default applied)
+    prepared: tuple[Prefix, ...] | None  # the prefixes it writes, which training reads
 
 
 def script_path(script: str, megatron_root: str) -> str:
@@ -70,14 +74,19 @@ def derive(sections: dict[str, Any], name: str | None) -> Facts:
     pretrain = training is not None and is_pretrain(training.script)
     bounded = training is not None and is_bounded_example(training.script, root)
     complete = pretrain and all(getattr(training, s) is not None for s in REQUIRED_SECTIONS)
+    prepare = training.data.prepare if training is not None and training.data is not None else None
+    out_dir = prepared = None
+    if prepare is not None and (prepare.output_dir is not None or mount is not None):
+        out_dir = normalize_path(prepare.output_dir or f"{mount}/{DATA_DIR}/{name or 'data'}")
+        prepared = prefixes([(i.path, i.weight) for i in prepare.inputs], list(prepare.json_keys), out_dir)
     flag_list = est = None
-    if complete and par is not None:
-        view = SpecView(training, par, res)
+    if complete and par is not None and (prepare is None or prepared is not None):
+        view = SpecView(training, par, res, prepared)
         flag_list = tuple(flags(view))
         if layout is not None and res is not None and training.batch.global_ % (training.batch.micro * layout.data) == 0:
             est = estimate(view, layout)
     return Facts(
         name=name, world=world, layout=layout, mount_path=mount, run_root=run_root, run_root_written=written,
         megatron_root=root, script=script, is_pretrain=pretrain, is_bounded_example=bounded,
-        pretrain_complete=complete, flags=flag_list, estimate=est,
+        pretrain_complete=complete, flags=flag_list, estimate=est, prepare_output_dir=out_dir, prepared=prepared,
     )

@@ -79,6 +79,13 @@ def _data_path_flags(spec: Any) -> Iterator[Flag]:
     data = spec.training.data
     if data.mock:
         return
+    prepared = getattr(spec, "prepared", None)  # a preparation step's prefixes (check/facts.py SpecView)
+    if prepared:
+        if any(p.weight is not None for p in prepared):
+            yield Flag("--data-path", tuple(v for p in prepared for v in (number(p.weight or 1.0), p.prefix)))
+        else:
+            yield Flag("--data-path", tuple(p.prefix for p in prepared))
+        return
     if data.weights is not None:
         yield Flag("--data-path", tuple(v for w, p in zip(data.weights, data.paths) for v in (number(w), p)))
     else:
@@ -227,6 +234,21 @@ def flags(spec: Any) -> list[Flag]:
         section, value = _lookup(spec, entry.path)
         if _passes(entry, section, value):
             out.append(_flag(entry, value))
+    return out
+
+
+TOKENIZER_PATH = ("training", "data", "tokenizer")
+
+
+def tokenizer_flags(spec: Any) -> list[Flag]:
+    """The tokenizer's flags alone, from the same rows as training's: tools/preprocess_data.py
+    reads them with Megatron's own _add_tokenizer_args, so both steps tokenize alike by construction."""
+    out = []
+    for row in ROWS:
+        if row.path[: len(TOKENIZER_PATH)] == TOKENIZER_PATH:
+            section, value = _lookup(spec, row.path)
+            if _passes(row, section, value):
+                out.append(_flag(row, value))
     return out
 
 

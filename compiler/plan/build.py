@@ -14,15 +14,16 @@ from typing import Any
 from .. import __version__
 from ..check.facts import Facts
 from ..load.lockfile import Lock, lock_path
-from ..megatron.flags import Flag
-from ..megatron.pretrain import num_microbatches, train_iterations, virtual_pipeline_size
+from ..megatron.pretrain import num_microbatches, train_iterations, virtual_pipeline_size, vocab_size
 from ..megatron.runfiles import NODES_DIR, RUNTIME_PROBE
 from ..platform.aistudio import JOB_FILE, AIStudioJob, PLATFORM
 from ..platform.images import image_pins
-from .report import report
+from .report import data_rows, report, steps_section
+from .build_words import flag_words
+from .prepare import prepare_job, prepare_plan
 from .shell import Var, Word
-from .types import Artifact, Header, ImagePlan, LaunchPlan, MegatronPlan, Plan, PretrainPlan, Step
-from .verify import verify_plan
+from .types import Artifact, Header, ImagePlan, LaunchPlan, MegatronPlan, Plan, PretrainPlan, ReportSection, Step
+from .verify import prepare_verify_plan, verify_plan
 
 TOOL = "megatron-compile"
 DEFAULT_MASTER_PORT = 29500
@@ -30,8 +31,10 @@ NGC_REGISTRY = "nvcr.io"  # NVIDIA's registry, where base images may want an API
 
 IMAGE_ARTIFACTS = (Artifact("Dockerfile", "Dockerfile.j2"), Artifact("buildx.sh", "buildx.sh.j2"),
                    Artifact("regctl.sh", "regctl.sh.j2"))
-TRAIN_ARTIFACTS = (Artifact(JOB_FILE, None), Artifact("launch.sh", "launch.sh.j2"),
+TRAIN_ARTIFACTS = (Artifact(JOB_FILE, None, embeds="launch.sh"), Artifact("launch.sh", "launch.sh.j2"),
                    Artifact("verify.sh", "verify.sh.j2"))
+PREPARE_ARTIFACTS = (Artifact("prepare.sh", "prepare.sh.j2"), Artifact("job-prepare.json", None, embeds="prepare.sh"),
+                     Artifact("verify-prepare.sh", "verify.sh.j2"))
 SUMMARY_ARTIFACTS = (Artifact("plan.md", "plan.md.j2"),)
 
 
@@ -58,6 +61,23 @@ def _base_mirror(spec: Any) -> str:
     return f"{spec.image.registry}/{spec.image.namespace}/{'-'.join(parts)}:{tag or 'latest'}"
 
 
+def _steps_report(spec: Any, facts: Facts, steps: tuple[Step, ...]) -> tuple[ReportSection, ...]:
+    """The Steps section, for plans of more than the training step."""
+    runs = [s for s in steps if s.job is not None]
+    if len(runs) < 2:
+        return ()
+    described = []
+    for step in runs:
+        job = step.job
+        assert job is not None
+        runner = next(a.file for a in step.artifacts if a.template is not None)
+        gpus = f"{job.workers} worker(s) × {job.gpus_per_worker} GPU(s)" if job.gpus_per_worker else "1 worker, CPUs only"
+        described.append((step.kind, f"{runner} as {next(a.file for a in step.artifacts if a.template is None)} "
+                                     f"({gpus}{', flavor ' + job.worker_flavor if job.worker_flavor else ''})"))
+    rows = data_rows(spec, facts, vocab_size(spec.training)) if facts.prepared else ()
+    return (steps_section(tuple(described), rows),)
+
+
 def pinning(spec: Any, lock: Lock | None, spec_display: str) -> str:
     """How the base image is pinned, for the report."""
     if lock is None:
@@ -68,13 +88,6 @@ def pinning(spec: Any, lock: Lock | None, spec_display: str) -> str:
     if lock.built is None:
         text += f"; job.json names the built image by its tag until `{TOOL} lock --record-built {spec_display}`"
     return text
-
-
-def flag_words(flag: Flag) -> tuple[Word, ...]:
-    """A flag as argv words; run-root-relative values become "$RUN_ROOT/…"."""
-    if flag.run_root_relative:
-        return (Word.lit(flag.name), Word((Var("RUN_ROOT"), "/" + flag.values[0])))
-    return (Word.lit(flag.name),) + tuple(Word.lit(v) for v in flag.values)
 
 
 def _pretrain_plan(spec: Any, facts: Facts) -> PretrainPlan | None:
@@ -157,20 +170,29 @@ def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | Non
     groups = layout.rank_groups()
     pretrain = _pretrain_plan(spec, facts)
     launch = _launch_plan(spec, facts, pretrain)
-    verify = verify_plan(spec, layout, groups, pretrain, facts.is_bounded_example)
+    verify = verify_plan(spec, layout, groups, pretrain, facts.is_bounded_example, facts.run_root,
+                         facts.prepared or ())
     job = AIStudioJob(
         name=spec.name, image=pins.job_image, workers=res.workers, gpus_per_worker=res.gpus_per_worker,
         worker_flavor=res.worker_flavor, rdma=res.rdma, slow_training_detection=res.slow_training_detection,
         mount_path=facts.mount_path,
     )
+    prepare = prepare_plan(spec, facts)
+    prepare_steps: tuple[Step, ...] = ()
+    if prepare is not None:
+        prepare_steps = (Step(kind="prepare", artifacts=PREPARE_ARTIFACTS, prepare=prepare,
+                              verify=prepare_verify_plan(facts.prepared or (), spec.training.data.tokenizer,
+                                                         prepare.output_dir),
+                              job=prepare_job(spec, pins.job_image, facts.mount_path)),)
     steps = (
-        Step(kind="image", artifacts=IMAGE_ARTIFACTS),
-        Step(kind="train", artifacts=TRAIN_ARTIFACTS, launch=launch, verify=verify, pretrain=pretrain),
+        (Step(kind="image", artifacts=IMAGE_ARTIFACTS),) + prepare_steps
+        + (Step(kind="train", artifacts=TRAIN_ARTIFACTS, launch=launch, verify=verify, pretrain=pretrain, job=job),)
     )
     return Plan(
         header=header, name=spec.name, world_size=layout.world, run_root=facts.run_root, platform=PLATFORM,
         image=image, megatron=megatron, parallel=layout, groups=groups, worker_ranks=layout.ranks_per_worker(),
-        job=job, dockerfile_copy=("Megatron-LM", root), steps=steps,
-        report=report(spec, facts, groups, launch, pins.job_image, pretrain, pinning(spec, lock, spec_display)),
+        dockerfile_copy=("Megatron-LM", root), steps=steps,
+        report=report(spec, facts, groups, launch, pins.job_image, pretrain, pinning(spec, lock, spec_display))
+        + _steps_report(spec, facts, steps),
         summary=SUMMARY_ARTIFACTS,
     )

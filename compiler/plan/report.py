@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..check.facts import Facts
+from ..megatron.data import LEVEL, TOKENS_PER_INPUT_BYTE, TOKENS_PER_SECOND_PER_WORKER, estimate_prefix, token_bytes
 from ..megatron.parallel import ORDER, RankLayout
 from ..megatron.runfiles import CHECKPOINT_DIR, EXIT_RECORD, RUNTIME_RECORD, TRAIN_LOG
 from .types import LaunchPlan, PretrainPlan, ReportSection
@@ -94,3 +95,35 @@ def report(spec: Any, facts: Facts, groups: RankLayout, launch: LaunchPlan, refe
             ]
         sections.append(ReportSection("Training and estimates", tuple(rows)))
     return tuple(sections)
+
+
+def _size(value: float) -> str:
+    return f"{value / 1024**2:,.1f} MiB"
+
+
+def steps_section(steps: tuple[tuple[str, str], ...], data_rows: tuple[tuple[str, str], ...]) -> ReportSection:
+    """The steps in the order they run, and the data estimates of a preparation step."""
+    rows = tuple((f"{i}. {kind}", text) for i, (kind, text) in enumerate(steps, 1))
+    return ReportSection("Steps", rows + data_rows)
+
+
+def data_rows(spec: Any, facts: Facts, vocab: int | None) -> tuple[tuple[str, str], ...]:
+    """Per prefix: its estimated tokens, .bin and .idx bytes and tokenizing time, from the inputs'
+    stated sizes at the stated rates."""
+    prepare = spec.training.data.prepare
+    rows: list[tuple[str, str]] = [("data output", str(facts.prepare_output_dir))]
+    sizes = {i.path: i.size_mb for i in prepare.inputs}
+    total = 0.0
+    for p in facts.prepared or ():
+        size = sizes.get(p.input)
+        name = f"{p.stem}_{p.key}_{LEVEL}"
+        if size is None:
+            rows.append((name, f"no estimate: give training.data.prepare.inputs[].size_mb for {p.input}"))
+            continue
+        est = estimate_prefix(size * 1024**2, vocab, prepare.workers)
+        total += est.bin_bytes + est.idx_bytes
+        rows.append((name, f"~{est.tokens:,} tokens; .bin {_size(est.bin_bytes)} ({token_bytes(vocab)} B a token), "
+                           f".idx {_size(est.idx_bytes)}; ~{est.seconds:,.0f} s with {prepare.workers} workers"))
+    rows.append(("data on shared storage", f"~{_size(total)} at {TOKENS_PER_INPUT_BYTE} tokens per input byte and "
+                                           f"{TOKENS_PER_SECOND_PER_WORKER:,.0f} tokens/s per worker (stated rates)"))
+    return tuple(rows)

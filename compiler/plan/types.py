@@ -83,6 +83,7 @@ class Check(NamedTuple):
 
 class VerifyPlan(NamedTuple):
     checks: tuple[Check, ...]
+    root: str  # the directory the checks read by default: the run root, or the prepared data
 
 
 class ReportSection(NamedTuple):
@@ -93,10 +94,31 @@ class ReportSection(NamedTuple):
 
 
 class Artifact(NamedTuple):
-    """One generated file: rendered from a template, or written by the platform adapter."""
+    """One generated file: rendered from a template, or the platform's job document of its step."""
 
     file: str
-    template: str | None  # None: the platform's job document
+    template: str | None  # None: the platform's job document, which embeds `embeds`
+    embeds: str | None = None  # the artifact whose text is the job's command
+
+
+class PrepareOutput(NamedTuple):
+    key: str
+    produced: str  # what preprocess_data.py writes in the temporary directory: {stem}_{key}_document
+    prefix: str  # where it is published: {output_dir}/{stem}_{key}_document
+
+
+class PrepareInputPlan(NamedTuple):
+    input: str
+    stem: str
+    outputs: tuple[PrepareOutput, ...]
+    command: tuple[tuple[Word, ...], ...]  # python tools/preprocess_data.py …, as argv lines
+
+
+class PreparePlan(NamedTuple):
+    output_dir: str
+    inputs: tuple[PrepareInputPlan, ...]
+    manifest: tuple[tuple[str, str], ...]  # the tokenizer's lines of every manifest
+    count_probe: str  # Python that prints a prefix's documents, sequences and tokens
 
 
 class Step(NamedTuple):
@@ -107,6 +129,8 @@ class Step(NamedTuple):
     launch: LaunchPlan | None = None
     verify: VerifyPlan | None = None
     pretrain: PretrainPlan | None = None
+    prepare: PreparePlan | None = None
+    job: AIStudioJob | None = None  # the platform job that runs the step
 
 
 class Plan(NamedTuple):
@@ -120,7 +144,6 @@ class Plan(NamedTuple):
     parallel: ParallelLayout
     groups: RankLayout
     worker_ranks: tuple[tuple[int, ...], ...]
-    job: AIStudioJob
     dockerfile_copy: tuple[str, str]  # COPY source (in the build context) and destination
     steps: tuple[Step, ...]
     report: tuple[ReportSection, ...]
@@ -130,6 +153,13 @@ class Plan(NamedTuple):
     def train(self) -> Step:
         """The training step (every plan has one)."""
         return next(step for step in self.steps if step.kind == "train")
+
+    @property
+    def job(self) -> AIStudioJob:
+        """The training job."""
+        job = self.train.job
+        assert job is not None
+        return job
 
     @property
     def launch(self) -> LaunchPlan:

@@ -14,6 +14,7 @@ from ..megatron.runfiles import (
     CHECKPOINT_DIR, EXIT_RECORD, LATEST_CHECKPOINT, RUNTIME_RECORD, TRAIN_LOG, checkpoint_iteration_dir,
     worker_log_dir,
 )
+from ..megatron.data import MANIFEST_SUFFIX, Prefix, tokenizer_record
 from .shell import Word, under
 from .types import Check, PretrainPlan, VerifyPlan
 
@@ -28,8 +29,9 @@ def _check(function: str, label: str, *args: Word | str | int) -> Check:
 
 
 def verify_plan(spec: Any, layout: ParallelLayout, groups: RankLayout, pretrain: PretrainPlan | None,
-                bounded: bool) -> VerifyPlan:
-    """The checks of a training step, worker by worker, then the checkpoint's files."""
+                bounded: bool, run_root: str, prepared: tuple[Prefix, ...] = ()) -> VerifyPlan:
+    """The checks of a training step, worker by worker, then the prepared data it reads, then the
+    checkpoint's files."""
     workers, gpus = layout.workers, layout.gpus_per_worker
     log_dirs = [worker_log_dir(w, workers) for w in range(workers)]
     checks: list[Check] = []
@@ -64,6 +66,10 @@ def verify_plan(spec: Any, layout: ParallelLayout, groups: RankLayout, pretrain:
             checks.append(_check("check_argument", f"Megatron argument {name}", first, name, value))
         checks.append(_check("check_last_iteration", "last logged iteration", last, pretrain.train_iters))
         checks.append(_check("check_no_bad_iterations", "no skipped or NaN iterations", last))
+        for prefix in prepared:
+            for key, value in tokenizer_record(spec.training.data.tokenizer):
+                checks.append(_check("check_value", f"prepared {prefix.stem}_{prefix.key} {key} (the training tokenizer)",
+                                     prefix.prefix + MANIFEST_SUFFIX, key, value))
         checks.append(_check("check_content", "latest checkpointed iteration",
                              _in_run_root(ckpt + LATEST_CHECKPOINT), pretrain.train_iters))
         ckpt += checkpoint_iteration_dir(pretrain.train_iters) + "/"
@@ -71,14 +77,32 @@ def verify_plan(spec: Any, layout: ParallelLayout, groups: RankLayout, pretrain:
         raw = {arg_flag_name(arg) for arg in spec.training.args}
         ranks = shard_ranks(groups, fully_parallel_save=NO_FULLY_PARALLEL_SAVE not in raw)
     else:
-        return VerifyPlan(checks=tuple(checks))
+        return VerifyPlan(checks=tuple(checks), root=run_root)
     if legacy:
         for name in legacy_checkpoint_dirs(layout):
             checks.append(_check("check_file", f"checkpoint {ckpt}{name}/{LEGACY_FILE}",
                                  _in_run_root(f"{ckpt}{name}/{LEGACY_FILE}")))
-        return VerifyPlan(checks=tuple(checks))
+        return VerifyPlan(checks=tuple(checks), root=run_root)
     for name in TORCH_DIST_FILES:
         checks.append(_check("check_file", f"checkpoint {ckpt}{name}", _in_run_root(ckpt + name)))
     for rank in ranks:
         checks.append(_check("check_file", f"checkpoint shard of rank {rank}", _in_run_root(ckpt + shard_file(rank))))
-    return VerifyPlan(checks=tuple(checks))
+    return VerifyPlan(checks=tuple(checks), root=run_root)
+
+
+def prepare_verify_plan(prefixes: tuple[Prefix, ...], tokenizer: Any, output_dir: str) -> VerifyPlan:
+    """The checks of a preparation step: each prefix's two files, and its manifest: the input and the
+    tokenizer of the spec, and more than 0 documents."""
+    checks: list[Check] = []
+    for p in prefixes:
+        name = f"{p.stem}_{p.key}"
+        manifest = p.prefix + MANIFEST_SUFFIX
+        checks.append(_check("check_file", f"{name} .bin", p.prefix + ".bin"))
+        checks.append(_check("check_file", f"{name} .idx", p.prefix + ".idx"))
+        checks.append(_check("check_value", f"{name} manifest input", manifest, "input", p.input))
+        checks.append(_check("check_value", f"{name} manifest json_key", manifest, "json_key", p.key))
+        for key, value in tokenizer_record(tokenizer):
+            checks.append(_check("check_value", f"{name} manifest {key}", manifest, key, value))
+        checks.append(_check("check_positive", f"{name} documents", manifest, "documents"))
+        checks.append(_check("check_positive", f"{name} tokens", manifest, "tokens"))
+    return VerifyPlan(checks=tuple(checks), root=output_dir)

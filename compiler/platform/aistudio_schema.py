@@ -46,7 +46,7 @@ class AIStudioJob(BaseModel):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
     image: str = Field(description="the image reference the workers run; the one buildx.sh and regctl.sh push")
     workers: int = Field(ge=1)
-    gpus_per_worker: int = Field(ge=1, le=16)
+    gpus_per_worker: int = Field(ge=0, le=16)  # 0: a CPU job (data preparation)
     worker_flavor: str | None = Field(description="the platform's worker flavor name; null lets the user pick")
     distributed_framework: Literal["single", "pytorch_ddp"]
     rdma: bool

@@ -101,5 +101,6 @@ def render(plan: Plan) -> dict[str, str]:
     for step in plan.steps:
         for artifact in step.artifacts:
             if artifact.template is None:
-                rendered[artifact.file] = to_json(job_document(plan.job, _generated_by(plan), rendered["launch.sh"]))
+                assert step.job is not None and artifact.embeds is not None
+                rendered[artifact.file] = to_json(job_document(step.job, _generated_by(plan), rendered[artifact.embeds]))
     return {name: rendered[name] for name in plan.artifacts}

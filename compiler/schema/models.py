@@ -164,9 +164,30 @@ class Tokenizer(_Section):
     model: NonEmptyText | None = None  # a path or a Hugging Face directory (--tokenizer-model)
 
 
-class Data(_Section):
-    """Mock data, or the .bin/.idx prefixes of preprocessed text."""
+class PrepareInput(_Section):
+    """One JSON-lines file to tokenize, on the shared storage or under /infini-data."""
 
+    path: AbsolutePath  # type: ignore[valid-type]
+    weight: float | None = Field(default=None, gt=0)  # its share of the blend (default 1)
+    size_mb: float | None = Field(default=None, gt=0)  # for the storage and time estimates
+
+
+class Prepare(_Section):
+    """A preparation step: Megatron-LM's tools/preprocess_data.py turns each input into .bin/.idx
+    prefixes, which become training.data.paths; one tokenizer serves both steps."""
+
+    inputs: list[PrepareInput] = Field(min_length=1)
+    json_keys: list[NonEmptyText] = Field(default=["text"], min_length=1)
+    output_dir: AbsolutePath | None = None  # type: ignore[valid-type]  # default {mount_path}/data/{name}
+    append_eod: bool = True
+    workers: int = Field(default=8, ge=1, le=256)
+    flavor: NonEmptyText | None = None  # the AIStudio flavor of the preparation job (CPUs, no GPU)
+
+
+class Data(_Section):
+    """Mock data, the .bin/.idx prefixes of preprocessed text, or a preparation step that makes them."""
+
+    prepare: Prepare | None = None
     mock: bool = False
     paths: list[AbsolutePath] = Field(default_factory=list)  # type: ignore[valid-type]
     weights: list[float] | None = None  # a blend: one weight per path (--data-path w1 p1 w2 p2 …)

@@ -28,10 +28,11 @@ class Checkpoint(Record):
 
 
 class Data(Record):
-    """Mock data, or the .bin/.idx prefixes of preprocessed text."""
+    """Mock data, the .bin/.idx prefixes of preprocessed text, or a preparation step that makes them."""
 
     __slots__ = ()
 
+    prepare: Prepare | None
     mock: bool
     paths: list[str]
     weights: list[float] | None
@@ -130,6 +131,30 @@ class Parallelism(Record):
     context: int
     expert: int
     expert_tensor: int | None
+
+
+class Prepare(Record):
+    """A preparation step: Megatron-LM's tools/preprocess_data.py turns each input into .bin/.idx
+    prefixes, which become training.data.paths; one tokenizer serves both steps."""
+
+    __slots__ = ()
+
+    inputs: list[PrepareInput]
+    json_keys: list[str]
+    output_dir: str | None
+    append_eod: bool
+    workers: int
+    flavor: str | None
+
+
+class PrepareInput(Record):
+    """One JSON-lines file to tokenize, on the shared storage or under /infini-data."""
+
+    __slots__ = ()
+
+    path: str
+    weight: float | None
+    size_mb: float | None
 
 
 class Recompute(Record):

@@ -189,6 +189,26 @@ check_no_bad_iterations() {
   fi
 }
 
+# check_positive LABEL FILE KEY: the line `KEY: N` of a record, with N > 0
+check_positive() {
+  local label=$1 file=$2 key=$3 found line
+  found="no '$key:' line"
+  if [ ! -r "$file" ]; then
+    report fail "$label" "more than 0" "no file $file"
+    return
+  fi
+  while IFS= read -r line || [ -n "$line" ]; do
+    if [[ $line == "$key: "* ]]; then
+      found=${line#"$key: "}
+    fi
+  done <"$file"
+  if [[ $found =~ ^[0-9]+$ ]] && [ "$found" -gt 0 ]; then
+    report pass "$label" "more than 0" "$found"
+  else
+    report fail "$label" "more than 0" "$found"
+  fi
+}
+
 check_exit 'torchrun exit status' "$RUN_ROOT/exit_status"
 check_value 'runtime gpu_count' "$RUN_ROOT/runtime.txt" gpu_count 2
 check_value 'runtime megatron_commit' "$RUN_ROOT/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab

@@ -180,8 +180,18 @@ def check_megatron_data(ctx: RuleContext) -> Iterator[Diagnostic]:
     if t is None or t.data is None:
         return
     data = t.data
-    # arguments.py:1510-1513: one data source: mock data or data paths, not both, not neither
-    if data.mock and data.paths:
+    # arguments.py:1510-1513: one data source: mock data or data paths, not both, not neither; a
+    # preparation step is the third way to give the paths
+    if data.prepare is not None and (data.mock or data.paths):
+        other = "mock" if data.mock else "paths"
+        yield ctx.locate(
+            "megatron-data-source", f"training.data.prepare derives the training data, but training.data.{other} "
+            "is set too; Megatron takes one data source", ("training", "data", other), key=True,
+            hint=f"remove training.data.{other}: the prepared prefixes become --data-path",
+        )
+    elif data.prepare is not None:
+        pass
+    elif data.mock and data.paths:
         yield ctx.locate(
             "megatron-data-source", "training.data.mock and training.data.paths are both set; Megatron takes one "
             "data source", ("training", "data", "paths"), hint="remove paths for mock data, or mock for real data",

@@ -1,0 +1,90 @@
+"""Megatron-LM's data preparation at the pinned commit: tools/preprocess_data.py, its output files,
+and what they take on disk.
+
+Output naming: `{output_prefix}_{key}_{level}.bin/.idx` with level `document` (tools/preprocess_data.py:
+171-174, 454-457); the training step's --data-path names that prefix without the suffix. Token ids
+are stored as uint16 when the vocabulary has fewer than 65500 entries, else int32
+(megatron/core/datasets/indexed_dataset.py DType.optimal_dtype); the index holds a 9-byte magic,
+an 8-byte version, a 1-byte dtype code, two 8-byte counts, then per sequence a 4-byte length and an
+8-byte pointer, and per document an 8-byte index (indexed_dataset.py _IndexWriter.write).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import NamedTuple
+
+PREPROCESS_SCRIPT = "tools/preprocess_data.py"
+LEVEL = "document"
+MANIFEST_SUFFIX = ".manifest"  # ours: beside each prefix, written last, after both files are complete
+DATA_DIR = "data"  # the default output directory is {mount}/data/{name}
+# Tokenizers and the files each needs in the spec (build_tokenizer.py at 571370c8).
+NEEDS_VOCAB_AND_MERGES = frozenset({"GPT2BPETokenizer"})
+NEEDS_MODEL = frozenset({"HuggingFaceTokenizer", "SentencePieceTokenizer", "GPTSentencePieceTokenizer",
+                         "Llama2Tokenizer", "TikTokenizer"})
+UINT16_LIMIT = 65500  # DType.optimal_dtype: below this vocabulary size, uint16 ids
+INDEX_HEADER_BYTES = 9 + 8 + 1 + 8 + 8
+# Stated assumptions of the estimates, measured on the H200 run of docs/e2e.md (prepare section).
+TOKENS_PER_INPUT_BYTE = 0.25  # BPE on English JSON lines: about 4 bytes of input per token
+TOKENS_PER_SECOND_PER_WORKER = 150_000.0
+
+
+class Prefix(NamedTuple):
+    """One output prefix of the preparation: from one input and one JSON key."""
+
+    input: str
+    key: str
+    stem: str  # the input's file name without its extension: the prefix's first part
+    prefix: str  # {output_dir}/{stem}_{key}_document
+    weight: float | None
+
+
+def input_stem(path: str) -> str:
+    """wiki.jsonl -> wiki; the name preprocess_data.py's output prefix starts with."""
+    name = posixpath.basename(path)
+    for suffix in (".jsonl", ".json", ".gz"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            name = name[: -len(suffix)]
+    return name
+
+
+def prefixes(inputs: list[tuple[str, float | None]], keys: list[str], output_dir: str) -> tuple[Prefix, ...]:
+    """The prefixes a preparation writes, input by input and key by key."""
+    out = []
+    for path, weight in inputs:
+        stem = input_stem(path)
+        for key in keys:
+            out.append(Prefix(path, key, stem, f"{output_dir}/{stem}_{key}_{LEVEL}", weight))
+    return tuple(out)
+
+
+def token_bytes(vocab_size: int | None) -> int:
+    """Bytes per stored token id (uint16 or int32); int32 when the vocabulary is unknown."""
+    return 2 if vocab_size is not None and vocab_size < UINT16_LIMIT else 4
+
+
+class DataEstimate(NamedTuple):
+    tokens: int
+    bin_bytes: int
+    idx_bytes: int
+    seconds: float
+
+
+def estimate_prefix(input_bytes: float, vocab_size: int | None, workers: int, documents: int | None = None) -> DataEstimate:
+    """What one input's prefix takes on disk and how long tokenizing it takes, at the stated rates;
+    the index counts one sequence per document (no sentence splitting), a document per 2 KB of input
+    when the count is unknown."""
+    tokens = int(input_bytes * TOKENS_PER_INPUT_BYTE)
+    docs = documents if documents is not None else max(1, int(input_bytes // 2048))
+    idx = INDEX_HEADER_BYTES + docs * (4 + 8) + (docs + 1) * 8
+    return DataEstimate(tokens, tokens * token_bytes(vocab_size), idx, tokens / (TOKENS_PER_SECOND_PER_WORKER * workers))
+
+
+TOKENIZER_FIELDS = ("type", "vocab_file", "merge_file", "model")
+
+
+def tokenizer_record(tokenizer: object) -> tuple[tuple[str, str], ...]:
+    """The tokenizer as the preparation's manifest records it (`tokenizer_type: …` lines): what
+    both steps must agree on."""
+    return tuple((f"tokenizer_{f}", str(getattr(tokenizer, f))) for f in TOKENIZER_FIELDS
+                 if getattr(tokenizer, f) is not None)

@@ -1,0 +1,57 @@
+"""The preparation step: tools/preprocess_data.py per input, into a temporary directory, published
+prefix by prefix with a manifest written last."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..check.facts import Facts
+from ..megatron.data import PREPROCESS_SCRIPT, Prefix, tokenizer_record
+from ..megatron.flags import tokenizer_flags
+from ..platform.aistudio import AIStudioJob
+from .build_words import flag_words
+from .shell import Var, Word
+from .types import PrepareInputPlan, PrepareOutput, PreparePlan
+
+# Counts of a published prefix, read back with Megatron's own reader.
+COUNT_PROBE = (
+    "import sys; from megatron.core.datasets.indexed_dataset import IndexedDataset; "
+    "ds = IndexedDataset(sys.argv[1]); print('documents:', len(ds.document_indices) - 1); "
+    "print('sequences:', len(ds)); print('tokens:', int(ds.sequence_lengths.sum()))"
+)
+
+
+def prepare_plan(spec: Any, facts: Facts) -> PreparePlan | None:
+    """The preparation of a spec with training.data.prepare, or None."""
+    data = spec.training.data
+    if data is None or data.prepare is None:
+        return None
+    prepare = data.prepare
+    assert facts.prepared is not None and facts.prepare_output_dir is not None
+    by_input: dict[str, list[Prefix]] = {}
+    for p in facts.prepared:
+        by_input.setdefault(p.input, []).append(p)
+    tokenizer = tuple(flag_words(f) for f in tokenizer_flags(spec))
+    inputs = []
+    for path, prefixes in by_input.items():
+        stem = prefixes[0].stem
+        command = (
+            (Word.lit("python"), Word((Var("MEGATRON_ROOT"), "/" + PREPROCESS_SCRIPT))),
+            (Word.lit("--input"), Word.lit(path)),
+            (Word.lit("--output-prefix"), Word((Var("tmp"), "/" + stem))),
+            (Word.lit("--json-keys"),) + tuple(Word.lit(k) for k in prepare.json_keys),
+            (Word.lit("--workers"), Word.lit(str(prepare.workers))),
+        ) + (((Word.lit("--append-eod"),),) if prepare.append_eod else ()) + tokenizer
+        outputs = tuple(PrepareOutput(p.key, p.prefix.rsplit("/", 1)[1], p.prefix) for p in prefixes)
+        inputs.append(PrepareInputPlan(path, stem, outputs, command))
+    return PreparePlan(output_dir=facts.prepare_output_dir, inputs=tuple(inputs),
+                       manifest=tokenizer_record(data.tokenizer), count_probe=COUNT_PROBE)
+
+
+def prepare_job(spec: Any, image: str, mount: str) -> AIStudioJob:
+    """The preparation's own AIStudio job: one worker, CPUs and the shared storage, no GPU."""
+    return AIStudioJob(
+        name=f"{spec.name}-prepare"[:63], image=image, workers=1, gpus_per_worker=0,
+        worker_flavor=spec.training.data.prepare.flavor, rdma=False, slow_training_detection=False,
+        mount_path=mount,
+    )

@@ -1,0 +1,132 @@
+"""The preparation step for real: the generated prepare.sh and verify-prepare.sh on a corpus this
+test writes. With MEGATRON_LM pointing at a Megatron-LM checkout (and its dependencies importable)
+they run Megatron's own tools/preprocess_data.py; otherwise tests/fixtures/prepare-stub, which
+writes the same files in Megatron's format (each test says which in its output)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import FIXTURES, compile_text
+
+STUB = FIXTURES / "prepare-stub"
+MEGATRON = os.environ.get("MEGATRON_LM")
+ROOT = Path(MEGATRON) if MEGATRON and (Path(MEGATRON) / "tools" / "preprocess_data.py").is_file() else STUB
+
+
+def _spec(mount: Path, inputs: list[str]) -> str:
+    listed = "".join(f"        - {{path: {mount}/corpus/{name}}}\n" for name in inputs)
+    return f"""version: 1
+name: prep-01
+image: {{base: nvcr.io/nvidia/pytorch:25.03-py3, registry: cr.infini-ai.com, namespace: te-0123456789abcdef,
+         repository: megatron-core, tag: 0.18.2-cu128}}
+megatron: {{commit: 571370c829ca768fe37244f4e2e7f28d8accc4ab, root: {ROOT}}}
+resources: {{workers: 1, gpus_per_worker: 1}}
+storage: {{mount_path: {mount}}}
+training:
+  script: pretrain_gpt.py
+  model: {{num_layers: 2, hidden_size: 64, num_attention_heads: 4, seq_length: 128, max_position_embeddings: 128,
+          vocab_size: 50257, transformer_impl: local}}
+  batch: {{micro: 1, global: 1}}
+  train_iters: 10
+  optimizer: {{lr: 0.001}}
+  data:
+    prepare:
+      inputs:
+{listed}      json_keys: [text]
+      workers: 1
+    tokenizer: {{type: GPT2BPETokenizer, vocab_file: {mount}/tok/vocab.json, merge_file: {mount}/tok/merges.txt}}
+  checkpoint: {{save_interval: 10}}
+  fused_kernels: false
+"""
+
+
+@pytest.fixture
+def prepared(tmp_path):
+    mount = tmp_path / "mnt"
+    (mount / "corpus").mkdir(parents=True)
+    for name, n in (("wiki.jsonl", 200), ("code.jsonl", 50)):
+        with open(mount / "corpus" / name, "w") as handle:
+            for i in range(n):
+                handle.write(json.dumps({"text": f"document {i} " + "some words here " * (i % 7 + 1)}) + "\n")
+    result = compile_text(_spec(mount, ["wiki.jsonl", "code.jsonl"]), "specs/prep.yaml", tmp=tmp_path)
+    assert result.ok, result.diagnostics
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("prepare.sh", "verify-prepare.sh", "verify.sh"):
+        (out / name).write_text(result.files[name])
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    print(f"preprocess_data.py: {'Megatron-LM at ' + str(ROOT) if ROOT != STUB else 'the stub (no MEGATRON_LM)'}")
+    return mount, out, env
+
+
+def _run(script: Path, env: dict, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=300, **kwargs)
+
+
+def test_prepare_writes_prefixes_and_manifests_that_verify(prepared):
+    mount, out, env = prepared
+    run = _run(out / "prepare.sh", env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    data = mount / "data" / "prep-01"
+    for stem in ("wiki", "code"):
+        prefix = data / f"{stem}_text_document"
+        assert (prefix.with_suffix(".bin")).stat().st_size > 0 and prefix.with_suffix(".idx").stat().st_size > 0
+        manifest = dict(line.split(": ", 1) for line in (data / f"{stem}_text_document.manifest").read_text().splitlines())
+        assert manifest["input"] == str(mount / "corpus" / f"{stem}.jsonl")
+        assert manifest["tokenizer_type"] == "GPT2BPETokenizer"
+        assert int(manifest["documents"]) == {"wiki": 200, "code": 50}[stem]
+        assert int(manifest["bin_bytes"]) == prefix.with_suffix(".bin").stat().st_size
+        assert len(manifest["input_sha256_first_mb"]) == 64
+    assert not list(data.glob(".prepare-*")), "the temporary directory is removed"
+    check = _run(out / "verify-prepare.sh", env)
+    assert check.returncode == 0, check.stdout
+    assert "18 of 18 checks passed" in check.stdout
+
+
+def test_prepare_is_idempotent(prepared):
+    mount, out, env = prepared
+    assert _run(out / "prepare.sh", env).returncode == 0
+    data = mount / "data" / "prep-01"
+    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in data.iterdir()}
+    again = _run(out / "prepare.sh", env)
+    assert again.returncode == 0
+    assert again.stdout.count("is prepared already; skipping it") == 2
+    assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in data.iterdir()} == before
+
+
+def test_a_killed_run_leaves_nothing_training_would_read_and_the_next_run_recovers(prepared):
+    mount, out, env = prepared
+    data = mount / "data" / "prep-01"
+    proc = subprocess.Popen(["bash", str(out / "prepare.sh")], env={**env, "STUB_SLEEP_AFTER_BIN": "30"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not list(data.glob(".prepare-*/wiki_text_document.bin")):
+        time.sleep(0.1)
+    assert list(data.glob(".prepare-*/wiki_text_document.bin")), "the run got to writing its first .bin"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert not [p for p in data.iterdir() if not p.name.startswith(".prepare-")], \
+        "no prefix file is published before its run finished"
+    # training's verify.sh refuses the missing data, and the next preparation cleans up and finishes
+    assert "FAIL" in _run(out / "verify.sh", env).stdout
+    again = _run(out / "prepare.sh", env)
+    assert again.returncode == 0, again.stderr
+    assert "left by an interrupted run" in again.stdout
+    assert not list(data.glob(".prepare-*"))
+    assert _run(out / "verify-prepare.sh", env).returncode == 0
+
+
+def test_an_input_without_the_key_fails_and_publishes_nothing(prepared):
+    mount, out, env = prepared
+    (mount / "corpus" / "code.jsonl").write_text(json.dumps({"body": "no text key"}) + "\n")
+    run = _run(out / "prepare.sh", env)
+    assert run.returncode != 0
+    assert not (mount / "data" / "prep-01" / "code_text_document.manifest").exists()
