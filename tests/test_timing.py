@@ -210,3 +210,12 @@ def test_spec_step_time_reads_the_spec() -> None:
     assert step is not None
     assert step.flops == pytest.approx(RECORDED["gpt-7b-spec-tp4"])  # vocab 128256 padded to 128512 at TP 4
     assert step.term("tp").seconds > 0 and step.term("pp").seconds > 0 and step.term("dp-params").seconds > 0
+
+
+def test_gradients_reduce_over_data_and_context_ranks() -> None:
+    params = 1e9
+    cp2 = step_time(LLAMA8B, one_gpu(data=4, context=2, gpus_per_worker=8, global_batch=8), H200, params, 0.5)
+    assert cp2.term("dp-grads").seconds == pytest.approx(2 * 7 / 8 * params * 4 / (450e9 * LINK_EFFICIENCY))
+    dist = step_time(LLAMA8B, one_gpu(data=4, context=2, gpus_per_worker=8, global_batch=8,
+                                      distributed_optimizer=True), H200, params, 0.5)
+    assert dist.term("optimizer").seconds == pytest.approx((30 * params / 8 + 4 * params) / (4.8e12 * 0.8))

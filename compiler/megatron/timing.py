@@ -316,10 +316,13 @@ def _communication(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float, s
     out.append(Term("cp", max(0.0, cp_comm - attention), True, False,
                     f"{cp_comm * 1e3:.1f} ms of K/V exchange over {where}, less the {attention * 1e3:.1f} ms of "
                     "attention it overlaps" if cp > 1 else "no context parallelism"))
-    # DP: gradients are fp32 in bf16 training (arguments.py:1172-1184); the distributed optimizer
-    # reduce-scatters them and all-gathers the bf16 parameters, else one all-reduce.
+    # DP: gradients are fp32 in bf16 training (arguments.py:1172-1184) and reduced over the data
+    # parallel group with the context-parallel ranks in it (CP ranks hold the same weights:
+    # megatron/core/distributed/distributed_data_parallel.py:83,201 reduce over dp_cp_group); the
+    # distributed optimizer reduce-scatters them and all-gathers the bf16 parameters, else one all-reduce.
     bw, where = link(tp * cp * dp)
     grads = params_per_rank * FP32_BYTES
+    dp = dp * cp
     if par.distributed_optimizer:
         reduce = _ring(dp, grads, bw, all_reduce=False)
         gather = _ring(dp, params_per_rank * BF16_BYTES, bw, all_reduce=False)
@@ -352,7 +355,8 @@ def _communication(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float, s
 
 def _optimizer(par: Parallel, gpu: Gpu, params_per_rank: float) -> Term:
     """Adam's step streams its state through HBM: memory-bound, not FLOP-bound."""
-    local = params_per_rank / par.data if par.distributed_optimizer else params_per_rank
+    # the distributed optimizer shards over data × context parallel ranks (training.py:1586-1588)
+    local = params_per_rank / (par.data * par.context) if par.distributed_optimizer else params_per_rank
     bytes_ = ADAM_BYTES_PER_PARAM * local + FP32_BYTES * params_per_rank  # + zeroing the grad buffer
     return Term("optimizer", bytes_ / (gpu.hbm_tb_s * 1e12 * HBM_EFFICIENCY), True, False,
                 f"{bytes_ / 2**30:.1f} GiB of Adam state and grads through {gpu.hbm_tb_s:g} TB/s HBM")
