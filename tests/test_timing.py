@@ -12,7 +12,8 @@ import pytest
 
 from compiler.megatron.gpus import GPUS, LINK_EFFICIENCY, gpu_named, gpu_of_flavor, worker_network
 from compiler.megatron.timing import (
-    FlopsArgs, Parallel, flops_split, num_floating_point_operations, spec_step_time, step_time, training_time,
+    LOGITS_BYTES_PER_ELEMENT, Calibration, FlopsArgs, Parallel, flops_split, num_floating_point_operations,
+    spec_step_time, step_time, training_time, work,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -93,9 +94,10 @@ def test_compute_term_is_flops_over_peak_times_utilisation() -> None:
 def test_bubble_1f1b_and_interleaved() -> None:
     par = one_gpu(pipeline=4, global_batch=16, gpus_per_worker=4)
     step = step_time(LLAMA8B, par, H200, 2e9, utilisation=0.5)
-    assert step.term("bubble").seconds == pytest.approx(step.term("compute").seconds * 3 / 16)
+    busy = sum(step.term(n).seconds for n in ("compute", "attention-memory", "elementwise", "logits-memory"))
+    assert step.term("bubble").seconds == pytest.approx(busy * 3 / 16)
     inter = step_time(LLAMA8B, par._replace(virtual_pipeline=2), H200, 2e9, utilisation=0.5)
-    assert inter.term("bubble").seconds == pytest.approx(inter.term("compute").seconds * 3 / 32)
+    assert inter.term("bubble").seconds == pytest.approx(busy * 3 / 32)
 
 
 def test_last_stage_carries_the_logits() -> None:
@@ -219,3 +221,46 @@ def test_gradients_reduce_over_data_and_context_ranks() -> None:
     dist = step_time(LLAMA8B, one_gpu(data=4, context=2, gpus_per_worker=8, global_batch=8,
                                       distributed_optimizer=True), H200, params, 0.5)
     assert dist.term("optimizer").seconds == pytest.approx((30 * params / 8 + 4 * params) / (4.8e12 * 0.8))
+
+
+CAL = Calibration(utilisation=0.5, attention_bytes_per_score=48.0, elementwise_bytes=20.0, source="test")
+HBM = 4.8e12 * 0.8
+
+
+def test_local_attention_computes_the_masked_half_and_streams_the_scores() -> None:
+    fused = step_time(LLAMA8B, one_gpu(), H200, 8e9, calibration=CAL)
+    local = step_time(LLAMA8B, one_gpu(local_attention=True), H200, 8e9, calibration=CAL)
+    core = flops_split(LLAMA8B, 8).core_attention
+    assert local.term("compute").seconds - fused.term("compute").seconds == pytest.approx(core / (989.5e12 * 0.5))
+    scores = 8 * 32 * 4096 * 4096 * 32  # batch × heads × s × s × layers
+    assert local.term("attention-memory").seconds == pytest.approx(48 * scores / HBM)
+    assert fused.term("attention-memory").seconds == 0.0
+    tp2 = work(LLAMA8B, one_gpu(local_attention=True, tensor=2, gpus_per_worker=2))
+    assert tp2.scores == pytest.approx(scores / 2)
+    sel = work(LLAMA8B, one_gpu(local_attention=True, recompute="selective"))
+    assert sel.scores == pytest.approx(scores * 4 / 3)  # the forward's passes again
+
+
+def test_elementwise_and_logits_terms() -> None:
+    step = step_time(LLAMA8B, one_gpu(), H200, 8e9, calibration=CAL)
+    tokens = 8 * 4096
+    assert step.term("elementwise").seconds == pytest.approx(20 * tokens * 4096 * 32 / HBM)
+    assert step.term("logits-memory").seconds == pytest.approx(LOGITS_BYTES_PER_ELEMENT * tokens * 128256 / HBM)
+    sp = step_time(LLAMA8B, one_gpu(tensor=4, gpus_per_worker=4, sequence_parallel=True), H200, 8e9, calibration=CAL)
+    assert sp.term("elementwise").seconds == pytest.approx(step.term("elementwise").seconds / 4)
+    assert sp.term("logits-memory").seconds == pytest.approx(step.term("logits-memory").seconds / 4)
+    dp2 = step_time(LLAMA8B, one_gpu(data=2, gpus_per_worker=2), H200, 8e9, calibration=CAL)
+    assert dp2.term("elementwise").seconds == pytest.approx(step.term("elementwise").seconds / 2)
+    full = step_time(LLAMA8B, one_gpu(recompute="full", recompute_method="uniform", recompute_num_layers=1),
+                     H200, 8e9, calibration=CAL)
+    assert full.term("elementwise").seconds == pytest.approx(step.term("elementwise").seconds * 4 / 3)
+
+
+def test_total_is_the_sum_of_exposed_terms() -> None:
+    par = one_gpu(tensor=2, pipeline=2, data=2, gpus_per_worker=8, global_batch=16, local_attention=True,
+                  distributed_optimizer=True, sequence_parallel=True)
+    step = step_time(LLAMA8B, par, H200, 2e9, calibration=CAL)
+    assert step.seconds == pytest.approx(sum(t.seconds for t in step.terms if t.exposed))
+    assert {t.name for t in step.terms} >= {"compute", "attention-memory", "elementwise", "logits-memory", "bubble",
+                                             "tp", "cp", "dp-grads", "dp-params", "pp", "optimizer"}
+    assert all(not t.measured for t in step.terms if t.name in ("tp", "cp", "dp-grads", "dp-params", "pp"))

@@ -380,7 +380,7 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
                    "layouts": rows}, out, indent=1)
         out.write("\n")
     else:
-        source = f"; utilisation {chosen[0].step.utilisation:.3f} ({chosen[0].step.utilisation_source})" if chosen else ""
+        source = f"\ncalibration: utilisation {chosen[0].step.utilisation:.3f}, {chosen[0].step.utilisation_source}" if chosen else ""
         header = (f"{display}: {len(rows)} layouts of {enumerated} enumerated ({fit} fit {gpu.memory_gb:g} GB "
                   f"{gpu.name.upper()} under {CLEAN_PEAK_FRACTION:.0%}), ranked by {args.rank}, up to {max_gpus} GPUs, "
                   f"{args.gpus_per_worker} per worker{source}")

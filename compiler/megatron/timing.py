@@ -9,16 +9,21 @@ prediction and the logits. It leaves out multi-latent attention (training.py:640
 attention variants (gated delta net, :733-792) and hybrid Mamba models (:870-915): those raise
 NotImplementedError rather than return a wrong figure.
 
-Time per iteration is a sum of labelled terms (docs/performance-model.md):
+Time per iteration is a sum of labelled terms (docs/performance-model.md), on the GPU of the
+slowest (last) pipeline stage:
 
-    compute   = FLOPs on the slowest pipeline stage's GPU (+ recompute) / (dense peak × utilisation)
-    bubble    = compute × (pp - 1) / (v × m)          1F1B, v virtual stages, m microbatches
-    tp, cp, dp, pp, ep communication                  bytes / (link bandwidth × efficiency)
-    optimizer = Adam's bytes over the rank's parameters / HBM bandwidth
+    compute          = FLOPs (+ recompute, + the masked half an unfused attention computes)
+                       / (dense bf16 peak × utilisation)
+    attention-memory = score elements × bytes per score / HBM bandwidth      (unfused attention only)
+    elementwise      = tokens × hidden × layers × bytes per unit / HBM bandwidth
+    logits-memory    = the fp32 cross-entropy's bytes / HBM bandwidth
+    bubble           = the four above × (pp - 1) / (v × m)   1F1B, v virtual stages, m microbatches
+    tp, cp, dp, pp, ep communication = bytes / (link bandwidth × efficiency)
+    optimizer        = Adam's bytes over the rank's parameters / HBM bandwidth
 
-The utilisation is fitted on measured runs (tools/fit_utilisation.py); the communication terms
-come from message sizes and datasheet bandwidths and no multi-GPU run has checked them yet, so each
-says `measured=False`.
+Utilisation, bytes per score and bytes per elementwise unit are fitted on measured single-GPU runs
+(tools/fit_utilisation.py, CALIBRATION below); the communication terms come from message sizes and
+datasheet bandwidths, and no multi-GPU run has checked them yet, so each says `measured=False`.
 """
 
 from __future__ import annotations
@@ -27,15 +32,31 @@ from typing import Any, NamedTuple
 
 from .gpus import LINK_EFFICIENCY, Gpu, gpu_named, gpu_of_flavor, worker_network
 
-# Fitted by tools/fit_utilisation.py (see docs/performance-model.md): achieved fraction of the
-# dense bf16 peak per GPU type. None until a fit exists for that GPU.
-UTILISATION: dict[str, float] = {}
-# What the model uses for a GPU without a fit of its own: the H200 fit when there is one, else a
-# conservative 0.4 (an assumption, flagged in every explanation that relies on it).
-FALLBACK_UTILISATION = 0.4
+
+
+class Calibration(NamedTuple):
+    """The fitted constants of one GPU type (tools/fit_utilisation.py)."""
+
+    utilisation: float  # achieved fraction of the dense bf16 peak on Megatron's FLOPs
+    attention_bytes_per_score: float  # HBM bytes per attention score per layer, fwd+bwd (unfused attention)
+    elementwise_bytes: float  # HBM bytes per token, hidden unit and layer, fwd+bwd, between the GEMMs
+    source: str
+    fitted: bool = False  # measured runs back these numbers
+
+
+# Fitted by tools/fit_utilisation.py (docs/performance-model.md); a GPU without its own fit uses the
+# H200's, and with none at all DEFAULT_CALIBRATION, which is an assumption and says so.
+CALIBRATION: dict[str, Calibration] = {}
+DEFAULT_CALIBRATION = Calibration(
+    0.4, 48.0, 0.0, "assumed (no fit): 40 % of peak; 48 bytes per score is a count of the unfused "
+    "attention's passes (baddbmm, scale, mask, softmax, dropout, bmm and their backward)")
 
 BF16_BYTES = 2
 FP32_BYTES = 4
+# The vocab-parallel cross-entropy (megatron/core/tensor_parallel/cross_entropy.py) casts the logits
+# to fp32 and makes about ten passes over them forward and backward (max, subtract, exp, sum, divide,
+# the gradient): 40 bytes per logit, counted, not fitted.
+LOGITS_BYTES_PER_ELEMENT = 40
 # Adam with fp32 main params (megatron/core/optimizer/optimizer.py, Float16OptimizerWithFloat16Params):
 # per local parameter it reads the fp32 grad, main param, exp_avg, exp_avg_sq (16 bytes) and writes
 # main param, both moments (12) and the bf16 model param (2).
@@ -170,7 +191,7 @@ def flops_split(args: Any, batch_size: int) -> FlopsSplit:
 
 
 class Parallel(NamedTuple):
-    """One parallel layout and batch, in Megatron's terms."""
+    """One parallel layout and batch in Megatron's terms, and the kernels the run uses."""
 
     tensor: int
     pipeline: int
@@ -190,6 +211,7 @@ class Parallel(NamedTuple):
     overlap_grad_reduce: bool = False  # arguments.py:2750, off unless the job passes the flag
     overlap_param_gather: bool = False  # arguments.py:2771
     rdma: bool = False
+    local_attention: bool = False  # transformer_impl: local, the unfused attention of dot_product_attention.py
 
     @property
     def world(self) -> int:
@@ -223,6 +245,20 @@ class StepTime(NamedTuple):
         return next(t for t in self.terms if t.name == name)
 
 
+class Work(NamedTuple):
+    """One iteration's work on one GPU of the slowest (last) pipeline stage, before any constant."""
+
+    megatron_flops: float  # Megatron's own count for this GPU's share
+    flops: float  # what runs: + recompute, + the masked half a local attention computes anyway
+    scores: float  # attention-score elements the local attention streams through HBM (0 when fused)
+    elementwise: float  # tokens × hidden × layers: what the non-GEMM ops scale with
+    logits_bytes: float  # the fp32 cross-entropy's traffic
+
+
+# Recomputing repeats the forward, a third of the forward-and-backward work (training.py:626's 3x).
+FORWARD_SHARE = 1 / 3
+
+
 def _recomputed_fraction(par: Parallel, layers_per_stage: int) -> float:
     """Share of a stage's layers that full recompute re-runs (transformer_block.py _checkpointed_forward):
     uniform re-runs every layer; block the first recompute_num_layers of each model chunk."""
@@ -234,6 +270,35 @@ def _recomputed_fraction(par: Parallel, layers_per_stage: int) -> float:
     return 1.0
 
 
+def work(args: Any, par: Parallel) -> Work:
+    """The per-GPU work of one iteration on the last pipeline stage (it holds the output layer:
+    Megatron splits layers evenly and account_for_*_in_pipeline_split are off by default)."""
+    split = flops_split(args, par.global_batch)
+    pp, tp, cp = par.pipeline, par.tensor, par.context
+    layers = args.num_layers // pp
+    gpus = par.world // pp
+    core_per_layer = split.core_attention / (args.num_layers + (args.mtp_num_layers or 0))
+    megatron = (split.per_layer * layers + split.logits) / gpus
+    fraction = _recomputed_fraction(par, layers)
+    selective = par.recompute == "selective"
+    # transformer_config.py:1583-1584: selective recompute re-runs core attention's forward
+    recompute = split.per_layer * layers * fraction * FORWARD_SHARE + (
+        core_per_layer * layers * FORWARD_SHARE if selective else 0.0)
+    # Megatron counts the causal half of QK^T and (QK^T)V (training.py:724-730); the local
+    # attention multiplies the whole s × s and masks afterwards
+    unmasked = core_per_layer * layers * (1 + FORWARD_SHARE * (fraction or selective)) if par.local_attention else 0.0
+    tokens = par.global_batch * args.seq_length / (par.data * cp)
+    scores = 0.0
+    if par.local_attention:
+        per_layer = par.global_batch / par.data * (args.num_attention_heads / tp) * (args.seq_length / cp) * args.seq_length
+        scores = per_layer * layers * (1 + FORWARD_SHARE * (fraction or selective))
+    # sequence parallel shards the norms, dropouts and residual adds over TP; without it only the
+    # MLP's and attention's inner parts are sharded, and the rest dominates
+    elementwise = tokens * args.hidden_size * layers / (tp if par.sequence_parallel else 1) * (1 + FORWARD_SHARE * fraction)
+    logits = LOGITS_BYTES_PER_ELEMENT * tokens * args.padded_vocab_size / tp
+    return Work(megatron, megatron + (recompute + unmasked) / gpus, scores, elementwise, logits)
+
+
 def _ring(n: int, bytes_: float, gb_s: float, all_reduce: bool) -> float:
     """Seconds for one ring collective over n ranks: all-reduce moves 2(n-1)/n of the message per
     rank, reduce-scatter and all-gather (n-1)/n (NCCL's bus-bandwidth convention)."""
@@ -243,42 +308,56 @@ def _ring(n: int, bytes_: float, gb_s: float, all_reduce: bool) -> float:
     return factor * bytes_ / (gb_s * 1e9 * LINK_EFFICIENCY)
 
 
-def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
-              utilisation: float | None = None) -> StepTime:
+def calibration_for(gpu: Gpu) -> Calibration:
+    """The GPU's own fit, else the H200's (noted in its source), else DEFAULT_CALIBRATION."""
+    if gpu.name in CALIBRATION:
+        return CALIBRATION[gpu.name]
+    if "h200" in CALIBRATION:
+        fit = CALIBRATION["h200"]
+        return fit._replace(source=f"the H200 fit applied to {gpu.name}: {fit.source}")
+    return DEFAULT_CALIBRATION
+
+
+def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float, utilisation: float | None = None,
+              calibration: Calibration | None = None) -> StepTime:
     """Seconds per iteration for Megatron args `args` (FlopsArgs) on layout `par` of `gpu`s;
-    params_per_rank is the most loaded rank's parameter count (the memory estimator's)."""
-    util, util_source = utilisation_for(gpu) if utilisation is None else (utilisation, "given")
+    params_per_rank is the most loaded rank's parameter count (the memory estimator's). A given
+    utilisation replaces the calibration's."""
+    cal = calibration or calibration_for(gpu)
+    if utilisation is not None:
+        cal = cal._replace(utilisation=utilisation, source="utilisation given")
+    w = work(args, par)
     split = flops_split(args, par.global_batch)
-    pp, tp, cp, dp = par.pipeline, par.tensor, par.context, par.data
-    m, v = par.microbatches, par.virtual_pipeline or 1
-    layers_per_stage = args.num_layers // pp
-    gpus_per_stage = par.world // pp
-    peak = gpu.bf16_dense_tflops * 1e12 * util
-    # The last stage holds the output layer: Megatron splits layers evenly and puts no embedding
-    # layers on the scale (account_for_*_in_pipeline_split are off by default), so it is the slowest.
-    stage_flops = split.per_layer * layers_per_stage + split.logits
-    recompute_flops = 0.0
-    fraction = _recomputed_fraction(par, layers_per_stage)
-    if fraction:
-        recompute_flops = split.per_layer * layers_per_stage * fraction / 3  # one more forward
-    elif par.recompute == "selective":
-        # transformer_config.py:1583-1584: selective recompute re-runs core attention's forward
-        recompute_flops = split.core_attention / (args.num_layers + (args.mtp_num_layers or 0)) * layers_per_stage / 3
-    compute = (stage_flops + recompute_flops) / gpus_per_stage / peak
-    bubble = compute * (pp - 1) / (v * m) if pp > 1 else 0.0
+    pp, m, v = par.pipeline, par.microbatches, par.virtual_pipeline or 1
+    peak = gpu.bf16_dense_tflops * 1e12 * cal.utilisation
+    hbm = gpu.hbm_tb_s * 1e12 * HBM_EFFICIENCY
+    compute = w.flops / peak
+    attention = cal.attention_bytes_per_score * w.scores / hbm
+    elementwise = cal.elementwise_bytes * w.elementwise / hbm
+    logits = w.logits_bytes / hbm
+    per_microbatch_work = compute + attention + elementwise + logits
+    bubble = per_microbatch_work * (pp - 1) / (v * m) if pp > 1 else 0.0
     terms = [
-        Term("compute", compute, True, True, f"{stage_flops / gpus_per_stage / 1e12:.1f} TFLOP per GPU on the "
-             f"last stage at {util:.3f} of {gpu.bf16_dense_tflops:g} TFLOP/s ({util_source})"),
-        Term("recompute", (recompute_flops / gpus_per_stage) / peak, False, True,
-             "included in compute: full re-runs the forward of the recomputed layers, selective core attention's"),
-        Term("bubble", bubble, True, False, f"1F1B: (pp-1)/(v·m) = ({pp}-1)/({v}·{m}) of compute"),
+        Term("compute", compute, True, cal.fitted,
+             f"{w.flops / 1e12:.1f} TFLOP on a last-stage GPU ({w.megatron_flops / 1e12:.1f} by Megatron's count"
+             f"{', + recompute' if par.recompute else ''}{', + the masked half' if par.local_attention else ''}) at "
+             f"{cal.utilisation:.3f} of {gpu.bf16_dense_tflops:g} TFLOP/s"),
+        Term("attention-memory", attention, True, cal.fitted,
+             f"{w.scores / 1e9:.1f} G attention scores × {cal.attention_bytes_per_score:.0f} bytes through HBM "
+             "(unfused attention)" if par.local_attention else "fused attention keeps the scores on chip"),
+        Term("elementwise", elementwise, True, cal.fitted,
+             f"{cal.elementwise_bytes:.1f} bytes per token, hidden unit and layer through HBM (norms, activations, "
+             "dropouts, residuals)"),
+        Term("logits-memory", logits, True, False,
+             f"{LOGITS_BYTES_PER_ELEMENT} bytes per logit of the fp32 cross-entropy (a count, not fitted)"),
+        Term("bubble", bubble, True, False, f"1F1B: (pp-1)/(v·m) = ({pp}-1)/({v}·{m}) of the work above"),
     ]
-    terms += _communication(args, par, gpu, params_per_rank, split, peak, fraction)
+    terms += _communication(args, par, gpu, params_per_rank, split, peak, _recomputed_fraction(par, args.num_layers // pp))
     terms.append(_optimizer(par, gpu, params_per_rank))
     seconds = sum(t.seconds for t in terms if t.exposed)
     tokens = par.global_batch * args.seq_length
     return StepTime(seconds, tuple(terms), split.total, tokens / seconds,
-                    split.total / (seconds * 1e12 * par.world), util, util_source)
+                    split.total / (seconds * 1e12 * par.world), cal.utilisation, cal.source)
 
 
 def _communication(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float, split: FlopsSplit,
@@ -362,15 +441,6 @@ def _optimizer(par: Parallel, gpu: Gpu, params_per_rank: float) -> Term:
                 f"{bytes_ / 2**30:.1f} GiB of Adam state and grads through {gpu.hbm_tb_s:g} TB/s HBM")
 
 
-def utilisation_for(gpu: Gpu) -> tuple[float, str]:
-    """The fitted utilisation for this GPU, else the H200 fit, else FALLBACK_UTILISATION; with its source."""
-    if gpu.name in UTILISATION:
-        return UTILISATION[gpu.name], f"fitted on {gpu.name} runs"
-    if "h200" in UTILISATION:
-        return UTILISATION["h200"], "the H200 fit, no runs on this GPU"
-    return FALLBACK_UTILISATION, "assumed, no fit yet"
-
-
 class TrainingTime(NamedTuple):
     iterations: int
     seconds: float
@@ -446,7 +516,7 @@ def parallel_of(spec: Any, layout: Any) -> Parallel:
         recompute_method=None if rec is None else rec.method,
         recompute_num_layers=None if rec is None else rec.num_layers,
         overlap_grad_reduce="--overlap-grad-reduce" in args, overlap_param_gather="--overlap-param-gather" in args,
-        rdma=res.rdma,
+        rdma=res.rdma, local_attention=t.model.transformer_impl == "local",
     )
 
 
@@ -469,6 +539,6 @@ def explain_lines(spec: Any, gpu: Gpu | None = None) -> list[str]:
         state = "" if term.exposed else " (not added)"
         label = "" if term.measured else " [not measured]"
         lines.append(f"  {term.name:<10} {term.seconds * 1e3:9.1f} ms{state}{label}: {term.note}")
-    lines.append(f"  utilisation {step.utilisation:.3f} ({step.utilisation_source}); bandwidths: gpus.py, "
+    lines.append(f"  calibration: {step.utilisation_source}; bandwidths: compiler/megatron/gpus.py, "
                  "docs/performance-model.md")
     return lines
