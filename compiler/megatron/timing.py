@@ -16,12 +16,13 @@ slowest (last) pipeline stage:
                        / (dense bf16 peak × utilisation)
     attention-memory = score elements × bytes per score / HBM bandwidth      (unfused attention only)
     elementwise      = tokens × hidden × layers × bytes per unit / HBM bandwidth
+    launch           = layer passes (layers × microbatches) × host time per pass
     logits-memory    = the fp32 cross-entropy's bytes / HBM bandwidth
-    bubble           = the four above × (pp - 1) / (v × m)   1F1B, v virtual stages, m microbatches
+    bubble           = the five above × (pp - 1) / (v × m)   1F1B, v virtual stages, m microbatches
     tp, cp, dp, pp, ep communication = bytes / (link bandwidth × efficiency)
     optimizer        = Adam's bytes over the rank's parameters / HBM bandwidth
 
-Utilisation, bytes per score and bytes per elementwise unit are fitted on measured single-GPU runs
+Utilisation, bytes per score, bytes per elementwise unit and host time per layer pass are fitted on measured single-GPU runs
 (tools/fit_utilisation.py, CALIBRATION below); the communication terms come from message sizes and
 datasheet bandwidths, and no multi-GPU run has checked them yet, so each says `measured=False`.
 """
@@ -42,11 +43,14 @@ class Calibration(NamedTuple):
     elementwise_bytes: float  # HBM bytes per token, hidden unit and layer, fwd+bwd, between the GEMMs
     source: str
     fitted: bool = False  # measured runs back these numbers
+    layer_overhead_us: float = 0.0  # host time per layer forward+backward of one microbatch (kernel launches)
 
 
 # Fitted by tools/fit_utilisation.py (docs/performance-model.md); a GPU without its own fit uses the
 # H200's, and with none at all DEFAULT_CALIBRATION, which is an assumption and says so.
+# BEGIN FIT (tools/fit_utilisation.py --write; docs/performance-model.md has the runs)
 CALIBRATION: dict[str, Calibration] = {}
+# END FIT
 DEFAULT_CALIBRATION = Calibration(
     0.4, 48.0, 0.0, "assumed (no fit): 40 % of peak; 48 bytes per score is a count of the unfused "
     "attention's passes (baddbmm, scale, mask, softmax, dropout, bmm and their backward)")
@@ -253,6 +257,7 @@ class Work(NamedTuple):
     scores: float  # attention-score elements the local attention streams through HBM (0 when fused)
     elementwise: float  # tokens × hidden × layers: what the non-GEMM ops scale with
     logits_bytes: float  # the fp32 cross-entropy's traffic
+    layer_passes: float  # layer forward+backward passes of one microbatch (recomputed forwards count a third)
 
 
 # Recomputing repeats the forward, a third of the forward-and-backward work (training.py:626's 3x).
@@ -296,7 +301,8 @@ def work(args: Any, par: Parallel) -> Work:
     # MLP's and attention's inner parts are sharded, and the rest dominates
     elementwise = tokens * args.hidden_size * layers / (tp if par.sequence_parallel else 1) * (1 + FORWARD_SHARE * fraction)
     logits = LOGITS_BYTES_PER_ELEMENT * tokens * args.padded_vocab_size / tp
-    return Work(megatron, megatron + (recompute + unmasked) / gpus, scores, elementwise, logits)
+    passes = layers * par.microbatches * (1 + FORWARD_SHARE * fraction)
+    return Work(megatron, megatron + (recompute + unmasked) / gpus, scores, elementwise, logits, passes)
 
 
 def _ring(n: int, bytes_: float, gb_s: float, all_reduce: bool) -> float:
@@ -335,7 +341,8 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float, utilis
     attention = cal.attention_bytes_per_score * w.scores / hbm
     elementwise = cal.elementwise_bytes * w.elementwise / hbm
     logits = w.logits_bytes / hbm
-    per_microbatch_work = compute + attention + elementwise + logits
+    launch = cal.layer_overhead_us * 1e-6 * w.layer_passes
+    per_microbatch_work = compute + attention + elementwise + logits + launch
     bubble = per_microbatch_work * (pp - 1) / (v * m) if pp > 1 else 0.0
     terms = [
         Term("compute", compute, True, cal.fitted,
@@ -350,6 +357,8 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float, utilis
              "dropouts, residuals)"),
         Term("logits-memory", logits, True, False,
              f"{LOGITS_BYTES_PER_ELEMENT} bytes per logit of the fp32 cross-entropy (a count, not fitted)"),
+        Term("launch", launch, True, cal.fitted,
+             f"{cal.layer_overhead_us:.0f} µs of host time per layer pass × {w.layer_passes:g} passes"),
         Term("bubble", bubble, True, False, f"1F1B: (pp-1)/(v·m) = ({pp}-1)/({v}·{m}) of the work above"),
     ]
     terms += _communication(args, par, gpu, params_per_rank, split, peak, _recomputed_fraction(par, args.num_layers // pp))
@@ -478,7 +487,8 @@ def gpu_of_spec(resources: Any, name: str | None = None) -> Gpu | None:
     return gpu_named(name) if name is not None else gpu_of_flavor(resources.worker_flavor)
 
 
-def spec_step_time(spec: Any, gpu: Gpu | None = None, utilisation: float | None = None) -> StepTime | None:
+def spec_step_time(spec: Any, gpu: Gpu | None = None, utilisation: float | None = None,
+                   calibration: Calibration | None = None) -> StepTime | None:
     """The step model for a compiled pretrain spec; None when the estimator cannot size it or the GPU
     is unknown."""
     memory, pretrain = _megatron()
@@ -495,7 +505,7 @@ def spec_step_time(spec: Any, gpu: Gpu | None = None, utilisation: float | None 
         return None
     padded = pretrain.padded_vocab_size(vocab, t.model.make_vocab_size_divisible_by, layout.tensor)
     return step_time(flops_args(t.model, padded), parallel_of(spec, layout), gpu,
-                     est.parameters_most_loaded_rank, utilisation)
+                     est.parameters_most_loaded_rank, utilisation, calibration)
 
 
 def parallel_of(spec: Any, layout: Any) -> Parallel:
