@@ -316,7 +316,7 @@ def _text(rows: list[dict], header: str, explain: list[Sized] | None, out: TextI
                 if term.exposed or term.seconds:
                     flag = "" if term.measured else " [not measured]"
                     added = "" if term.exposed else " (not added)"
-                    out.write(f"      {term.name:<10} {term.seconds * 1e3:10.1f}{added}{flag}  {term.note}\n")
+                    out.write(f"      {term.name:<16} {term.seconds * 1e3:10.1f}{added}{flag}  {term.note}\n")
 
 
 def _num(value: float | None) -> str:

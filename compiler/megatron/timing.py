@@ -548,7 +548,28 @@ def explain_lines(spec: Any, gpu: Gpu | None = None) -> list[str]:
     for term in step.terms:
         state = "" if term.exposed else " (not added)"
         label = "" if term.measured else " [not measured]"
-        lines.append(f"  {term.name:<10} {term.seconds * 1e3:9.1f} ms{state}{label}: {term.note}")
+        lines.append(f"  {term.name:<16} {term.seconds * 1e3:9.1f} ms{state}{label}: {term.note}")
     lines.append(f"  calibration: {step.utilisation_source}; bandwidths: compiler/megatron/gpus.py, "
                  "docs/performance-model.md")
     return lines
+
+
+def summary(spec: Any, gpu: Gpu | None = None) -> dict | None:
+    """What explain_lines says, as data for --explain --format json and plan.md templates."""
+    step = spec_step_time(spec, gpu)
+    if step is None:
+        return None
+    t, res = spec.training, spec.resources
+    world = res.workers * res.gpus_per_worker
+    total = training_time(step, world, t.batch.global_, t.train_iters)
+    return {
+        "seconds_per_iteration": step.seconds,
+        "tokens_per_second": step.tokens_per_second,
+        "tflops_per_gpu": step.tflops_per_gpu,
+        "flops_per_iteration": step.flops,
+        "train_iterations": None if total is None else total.iterations,
+        "train_seconds": None if total is None else total.seconds,
+        "gpu_hours": None if total is None else total.gpu_hours,
+        "calibration": step.utilisation_source,
+        "terms": [term._asdict() for term in step.terms],
+    }
