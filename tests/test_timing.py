@@ -242,17 +242,20 @@ def test_local_attention_computes_the_masked_half_and_streams_the_scores() -> No
 
 
 def test_elementwise_and_logits_terms() -> None:
-    step = step_time(LLAMA8B, one_gpu(), H200, 8e9, calibration=CAL)
+    step = step_time(LLAMA8B, one_gpu(fused_kernels=False), H200, 8e9, calibration=CAL)
     tokens = 8 * 4096
     assert step.term("elementwise").seconds == pytest.approx(20 * tokens * 4096 * 32 / HBM)
+    fused = step_time(LLAMA8B, one_gpu(), H200, 8e9, calibration=CAL).term("elementwise")
+    assert fused.seconds == pytest.approx(step.term("elementwise").seconds * 0.4) and not fused.measured
     assert step.term("logits-memory").seconds == pytest.approx(LOGITS_BYTES_PER_ELEMENT * tokens * 128256 / HBM)
-    sp = step_time(LLAMA8B, one_gpu(tensor=4, gpus_per_worker=4, sequence_parallel=True), H200, 8e9, calibration=CAL)
+    sp = step_time(LLAMA8B, one_gpu(tensor=4, gpus_per_worker=4, sequence_parallel=True, fused_kernels=False), H200,
+                   8e9, calibration=CAL)
     assert sp.term("elementwise").seconds == pytest.approx(step.term("elementwise").seconds / 4)
     assert sp.term("logits-memory").seconds == pytest.approx(step.term("logits-memory").seconds / 4)
-    dp2 = step_time(LLAMA8B, one_gpu(data=2, gpus_per_worker=2), H200, 8e9, calibration=CAL)
+    dp2 = step_time(LLAMA8B, one_gpu(data=2, gpus_per_worker=2, fused_kernels=False), H200, 8e9, calibration=CAL)
     assert dp2.term("elementwise").seconds == pytest.approx(step.term("elementwise").seconds / 2)
-    full = step_time(LLAMA8B, one_gpu(recompute="full", recompute_method="uniform", recompute_num_layers=1),
-                     H200, 8e9, calibration=CAL)
+    full = step_time(LLAMA8B, one_gpu(recompute="full", recompute_method="uniform", recompute_num_layers=1,
+                                      fused_kernels=False), H200, 8e9, calibration=CAL)
     assert full.term("elementwise").seconds == pytest.approx(step.term("elementwise").seconds * 4 / 3)
 
 

@@ -1,18 +1,18 @@
 """Fit the step-time model's calibration on measured runs, check it on others, write the record.
 
-    python tools/fit_utilisation.py [--measurements DIR] [--specs DIR] [--write]
+    python tools/fit_utilisation.py [--root CHECKOUT] [--write]
 
-Each measured configuration is a directory DIR/<name>/train.log (Megatron's own log of a run of the
-compiled launch.sh) with its spec at SPECS/mem-<name>.yaml or SPECS/<name>.yaml. The measured
-figure is the median "elapsed time per iteration" over the steady iterations (after WARMUP_ITERS).
+Each measured configuration is tests/fixtures/measurements/<name>/train.log (Megatron's own log of a
+run of the compiled launch.sh) with its spec tests/e2e/mem-<name>.yaml; tools/measurements.py reads
+the logs, and its median of "elapsed time per iteration" over the steady iterations is the figure.
 
 The model is linear in its four unknowns once a run's layout is fixed (compiler/megatron/timing.py):
 
     measured - (optimizer + communication)
-        = (1 + bubble) × (C / utilisation + bytes_per_score × A + elementwise_bytes × E
-                          + µs_per_layer_pass × P + logits)
+        = (1 + bubble) × (C / utilisation + bytes_per_score × A + elementwise_bytes × E + logits)
+          + overhead_ms × 1 ms
 
-with C, A, E, P the compute, score, elementwise and layer-pass work of the run at unit constants. The fit takes
+with C, A, E the compute, score and elementwise work of the run at unit constants. The fit takes
 every other configuration in name order, minimises the squared relative error over them (weighted
 least squares in the four, each kept >= 0), and the other
 half checks the result. --write puts the fit into timing.py's CALIBRATION (between the BEGIN FIT and
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import re
-import statistics
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -37,14 +36,13 @@ from compiler.megatron.timing import (  # noqa: E402
     HBM_EFFICIENCY, LOGITS_BYTES_PER_ELEMENT, Calibration, StepTime, spec_step_time,
 )
 
-WARMUP_ITERS = 3  # the first iterations allocate, compile kernels and warm the data loader
 TOLERANCE = 0.15  # the acceptance: within 15 % of the measured median
 MODULE = REPO / "compiler" / "megatron" / "timing.py"
 DOC = REPO / "docs" / "performance-model.md"
-ITERATION = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*?elapsed time per iteration \(ms\): ([0-9.]+)")
-# The terms whose constants the fit finds, in the order of its unknowns, and all per-microbatch work.
-FITTED = ("compute", "attention-memory", "elementwise", "launch")
-BUSY = FITTED + ("logits-memory",)
+# The terms whose constants the fit finds, in the order of its unknowns (1/utilisation, bytes per
+# score, elementwise bytes, overhead ms), and the per-microbatch work the bubble scales.
+FITTED = ("compute", "attention-memory", "elementwise", "overhead")
+BUSY = ("compute", "attention-memory", "elementwise", "logits-memory")
 UNIT = Calibration(1.0, 1.0, 1.0, "unit", False, 1.0)
 
 
@@ -57,58 +55,56 @@ class Measured(NamedTuple):
     gpu: str
 
 
-def steady_median_ms(log: str) -> tuple[float, int]:
-    """Median elapsed time per iteration after WARMUP_ITERS, and how many iterations it is over."""
-    times = [float(ms) for it, ms in ITERATION.findall(log) if int(it) > WARMUP_ITERS]
-    if not times:
-        raise ValueError("no steady iteration lines")
-    return statistics.median(times), len(times)
+def _measurements(root: Path):  # type: ignore[no-untyped-def]
+    """tools/measurements.py of the checkout that holds the logs (this one once branch measure is merged)."""
+    import importlib.util
+
+    path = root / "tools" / "measurements.py"
+    spec = importlib.util.spec_from_file_location("measurements", path)
+    if spec is None or spec.loader is None or not path.is_file():
+        raise SystemExit(f"{path} not found: the measurement parser comes with the logs")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["measurements"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
 
 
-def load(measurements: Path, specs: Path) -> list[Measured]:
-    """Every measured configuration that has a spec and steady iterations."""
+def load(root: Path) -> list[Measured]:
+    """Every configuration of ROOT/tests/fixtures/measurements with a spec ROOT/tests/e2e/mem-<name>.yaml
+    and a steady median (tools/measurements.py's: iterations after its WARMUP_ITERATIONS)."""
     from compiler.pipeline import compile_spec
 
+    parser = _measurements(root)
     out: list[Measured] = []
-    for run in sorted(p for p in measurements.iterdir() if (p / "train.log").is_file()):
-        spec = next((s for s in (specs / f"mem-{run.name}.yaml", specs / f"{run.name}.yaml") if s.is_file()), None)
-        if spec is None:
-            print(f"skip {run.name}: no spec", file=sys.stderr)
-            continue
-        try:
-            median, count = steady_median_ms((run / "train.log").read_text(errors="replace"))
-        except ValueError as exc:
-            print(f"skip {run.name}: {exc}", file=sys.stderr)
+    for m in parser.collect(root / "tests" / "fixtures" / "measurements"):
+        spec = root / "tests" / "e2e" / f"mem-{m.config}.yaml"
+        if not spec.is_file() or m.median_ms_per_iteration is None:
+            print(f"skip {m.config}: {'no spec' if not spec.is_file() else 'no steady iterations'}", file=sys.stderr)
             continue
         result = compile_spec(str(spec), spec.name, render_files=False)
-        if not result.ok:
-            print(f"skip {run.name}: the spec does not compile", file=sys.stderr)
+        if result.spec is None:
+            print(f"skip {m.config}: the spec does not validate", file=sys.stderr)
             continue
-        step = spec_step_time(result.spec, GPUS["h200"], calibration=UNIT)  # type: ignore[call-arg]
+        step = spec_step_time(result.spec, GPUS["h200"], calibration=UNIT)
         if step is None:
-            print(f"skip {run.name}: no estimate", file=sys.stderr)
+            print(f"skip {m.config}: no estimate", file=sys.stderr)
             continue
-        shown = str(spec.relative_to(REPO)) if spec.is_relative_to(REPO) else spec.name
-        out.append(Measured(run.name, shown, median, count, step, "h200"))
+        steady = max(0, m.iterations_logged - parser.WARMUP_ITERATIONS)
+        out.append(Measured(m.config, f"tests/e2e/mem-{m.config}.yaml", m.median_ms_per_iteration, steady, step,
+                            "h200"))
     return out
 
 
 def _basis(m: Measured) -> tuple[list[float], float]:
-    """([C, A, E], y): the run's work at unit constants and the time they must explain (seconds)."""
-    t = {term.name: term for term in m.step_unit.terms}
-    columns = [t[name].seconds for name in FITTED]
-    bubble, fixed = _bubble_and_fixed(m)
-    y = (m.median_ms / 1e3 - fixed) / (1 + bubble) - t["logits-memory"].seconds
-    return columns, y
-
-
-def _bubble_and_fixed(m: Measured) -> tuple[float, float]:
-    """The bubble as a share of the per-microbatch work, and the seconds no fitted constant touches."""
+    """([C, A, E, O], fixed): each fitted term's seconds at a unit constant (the bubble's share of it
+    included), and the seconds no fitted constant touches; the model is Σ x·column + fixed."""
     t = {term.name: term for term in m.step_unit.terms}
     busy = sum(t[name].seconds for name in BUSY)
     bubble = t["bubble"].seconds / busy if busy else 0.0
-    fixed = sum(term.seconds for term in m.step_unit.terms if term.exposed and term.name not in BUSY + ("bubble",))
-    return bubble, fixed
+    columns = [t[name].seconds * (1 + bubble if name in BUSY else 1) for name in FITTED]
+    fixed = sum(term.seconds for term in m.step_unit.terms
+                if term.exposed and term.name not in FITTED + ("bubble",)) + t["logits-memory"].seconds * bubble
+    return columns, fixed
 
 
 def _solve(rows: list[list[float]], ys: list[float], weights: list[float], use: tuple[int, ...]) -> list[float] | None:
@@ -133,7 +129,7 @@ def _solve(rows: list[list[float]], ys: list[float], weights: list[float], use: 
 
 
 def fit(rows: list[list[float]], ys: list[float], totals: list[float]) -> list[float]:
-    """[1/utilisation, bytes per score, elementwise bytes, µs per layer pass] >= 0 minimising
+    """[1/utilisation, bytes per score, elementwise bytes, overhead ms] >= 0 minimising
     Σ((model - measured)/measured)²: the best non-negative solution over the subsets of columns (the
     compute column always in)."""
     weights = [1 / t ** 2 for t in totals]
@@ -154,12 +150,9 @@ def fit(rows: list[list[float]], ys: list[float], totals: list[float]) -> list[f
 
 def model_ms(m: Measured, cal: Calibration) -> float:
     """The model's time per iteration for a measured configuration under a calibration."""
-    columns, _ = _basis(m)
-    t = {term.name: term for term in m.step_unit.terms}
-    bubble, fixed = _bubble_and_fixed(m)
-    x = (1 / cal.utilisation, cal.attention_bytes_per_score, cal.elementwise_bytes, cal.layer_overhead_us)
-    work = sum(c * v for c, v in zip(columns, x)) + t["logits-memory"].seconds
-    return (work * (1 + bubble) + fixed) * 1e3
+    columns, fixed = _basis(m)
+    x = (1 / cal.utilisation, cal.attention_bytes_per_score, cal.elementwise_bytes, cal.iteration_overhead_ms)
+    return (sum(c * v for c, v in zip(columns, x)) + fixed) * 1e3
 
 
 def split_halves(runs: list[Measured]) -> tuple[list[Measured], list[Measured]]:
@@ -172,7 +165,8 @@ def calibrate(runs: list[Measured]) -> tuple[Calibration, list[Measured], list[M
     """The fit on one half, and both halves."""
     fit_set, check_set = split_halves(runs)
     basis = [_basis(m) for m in fit_set]
-    x = fit([b[0] for b in basis], [b[1] for b in basis], [m.median_ms / 1e3 for m in fit_set])
+    x = fit([b[0] for b in basis], [m.median_ms / 1e3 - b[1] for m, b in zip(fit_set, basis)],
+            [m.median_ms / 1e3 for m in fit_set])
     names = ", ".join(m.name for m in fit_set)
     cal = Calibration(1 / x[0], x[1], x[2], f"fitted on {len(fit_set)} H200 runs ({names}) by "
                       "tools/fit_utilisation.py; checked on the other " f"{len(check_set)}", True, x[3])
@@ -186,7 +180,7 @@ def module_text(cal: Calibration, text: str) -> str:
         "CALIBRATION: dict[str, Calibration] = {\n"
         f"    \"h200\": Calibration(\n        utilisation={cal.utilisation:.4f}, attention_bytes_per_score="
         f"{cal.attention_bytes_per_score:.2f}, elementwise_bytes={cal.elementwise_bytes:.2f},\n"
-        f"        source={cal.source!r},\n        fitted=True, layer_overhead_us={cal.layer_overhead_us:.2f}),\n}}\n"
+        f"        source={cal.source!r},\n        fitted=True, iteration_overhead_ms={cal.iteration_overhead_ms:.2f}),\n}}\n"
         "# END FIT\n"
     )
     pattern = re.compile(r"# BEGIN FIT.*?# END FIT\n", re.S)
@@ -205,7 +199,7 @@ def _table(rows: list[tuple[Measured, str, float]]) -> list[str]:
     return out
 
 
-def document(cal: Calibration, fit_set: list[Measured], check_set: list[Measured], source: str) -> str:
+def document(cal: Calibration, fit_set: list[Measured], check_set: list[Measured]) -> str:
     """docs/performance-model.md, whole."""
     rows = [(m, "fit", model_ms(m, cal)) for m in fit_set] + [(m, "check", model_ms(m, cal)) for m in check_set]
     rows.sort(key=lambda r: r[0].name)
@@ -253,9 +247,9 @@ def document(cal: Calibration, fit_set: list[Measured], check_set: list[Measured
         "| compute | FLOPs / (dense bf16 peak × utilisation) | yes (fitted) |",
         "| attention-memory | unfused attention: score elements (b × heads/tp × s/cp × s × layers) × bytes per score / HBM | yes (fitted) |",
         "| elementwise | tokens × hidden × layers (÷ tp with sequence parallel) × bytes per unit / HBM | yes (fitted) |",
-        "| launch | layers × microbatches (recomputed forwards a third more) × host time per layer pass; added, not overlapped | yes (fitted) |",
+        "| overhead | a fixed time per iteration (host-side: optimizer launches, grad-norm, timers, logging) | yes (fitted) |",
         f"| logits-memory | {LOGITS_BYTES_PER_ELEMENT} bytes per fp32 logit (a count) × tokens × vocab/tp / HBM | no |",
-        "| bubble | the five above × (pp − 1)/(v·m), 1F1B with v virtual stages and m microbatches | no |",
+        "| bubble | the four above × (pp − 1)/(v·m), 1F1B with v virtual stages and m microbatches | no |",
         "| tp | 4 all-reduce equivalents (6 with full recompute) of b·s/cp·h·2 bytes per layer and microbatch, ring 2(n−1)/n, not overlapped | no |",
         "| cp | 3(cp−1) K/V chunk exchanges per layer and microbatch, minus the attention compute TE overlaps them with | no |",
         "| dp-grads | fp32 grads (arguments.py:1172-1184) all-reduced, or reduce-scattered with the distributed optimizer, over DP×CP; hidden with --overlap-grad-reduce | no |",
@@ -278,9 +272,11 @@ def document(cal: Calibration, fit_set: list[Measured], check_set: list[Measured
         "",
         "## Calibration",
         "",
-        f"Measured: {source}. Each configuration is one compiled launch.sh on one H200",
+        "Measured: `tests/fixtures/measurements/<configuration>/train.log` (their README says how they ran), read",
+        "by `tools/measurements.py`, with the spec `tests/e2e/mem-<configuration>.yaml` each was compiled from.",
+        "Each configuration is one compiled launch.sh on one H200",
         f"(transformer_impl local, no fused kernels: the image without Transformer Engine); the measured figure is",
-        f"the median of `elapsed time per iteration` over the iterations after the first {WARMUP_ITERS}.",
+        "the median of `elapsed time per iteration` over the iterations after the first 3 (tools/measurements.py).",
         "The fit (weighted least squares on relative error, constants kept non-negative) uses every other",
         "configuration in name order; the rest check it.",
         "",
@@ -288,8 +284,7 @@ def document(cal: Calibration, fit_set: list[Measured], check_set: list[Measured
         f"- bytes per attention score (unfused attention, fwd+bwd per layer): **{cal.attention_bytes_per_score:.2f}**"
         " (a count of the passes gives about 48: baddbmm, scale, mask, softmax, dropout and bmm, and their backward)",
         f"- elementwise bytes per token, hidden unit and layer: **{cal.elementwise_bytes:.2f}**",
-        f"- host time per layer pass (one layer's forward and backward for one microbatch): "
-        f"**{cal.layer_overhead_us:.2f} µs**",
+        f"- overhead per iteration, whatever the model: **{cal.iteration_overhead_ms:.2f} ms**",
         "",
         f"Largest error: {worst_fit:.1%} on the fit half, {worst_check:.1%} on the check half "
         f"(acceptance: {TOLERANCE:.0%} on each configuration).",
@@ -310,19 +305,18 @@ def document(cal: Calibration, fit_set: list[Measured], check_set: list[Measured
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--measurements", type=Path, default=REPO / "tests" / "fixtures" / "measurements")
-    parser.add_argument("--specs", type=Path, default=REPO / "tests" / "e2e")
-    parser.add_argument("--source", default="tests/fixtures/measurements/*/train.log",
-                        help="how the document names where the logs are")
+    parser.add_argument("--root", type=Path, default=REPO,
+                        help="the checkout holding tests/fixtures/measurements, tests/e2e/mem-*.yaml and "
+                        "tools/measurements.py (default: this one)")
     parser.add_argument("--write", action="store_true", help="update timing.py's CALIBRATION and the doc")
     args = parser.parse_args(argv)
-    runs = load(args.measurements, args.specs)
+    runs = load(args.root)
     if len(runs) < 4:
         print(f"need at least 4 measured configurations, found {len(runs)}", file=sys.stderr)
         return 1
     cal, fit_set, check_set = calibrate(runs)
     print(f"utilisation {cal.utilisation:.4f}, bytes/score {cal.attention_bytes_per_score:.2f}, "
-          f"elementwise bytes {cal.elementwise_bytes:.2f}, µs per layer pass {cal.layer_overhead_us:.2f}")
+          f"elementwise bytes {cal.elementwise_bytes:.2f}, overhead {cal.iteration_overhead_ms:.2f} ms per iteration")
     bad = 0
     for which, group in (("fit", fit_set), ("check", check_set)):
         for m in group:
@@ -332,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{which:5} {m.name:<18} measured {m.median_ms:8.1f} ms  model {predicted:8.1f} ms  {err:+6.1%}")
     if args.write:
         MODULE.write_text(module_text(cal, MODULE.read_text()))
-        DOC.write_text(document(cal, fit_set, check_set, args.source))
+        DOC.write_text(document(cal, fit_set, check_set))
         print(f"wrote {MODULE.relative_to(REPO)} and {DOC.relative_to(REPO)}")
     return 1 if bad else 0
 

@@ -16,13 +16,13 @@ slowest (last) pipeline stage:
                        / (dense bf16 peak × utilisation)
     attention-memory = score elements × bytes per score / HBM bandwidth      (unfused attention only)
     elementwise      = tokens × hidden × layers × bytes per unit / HBM bandwidth
-    launch           = layer passes (layers × microbatches) × host time per pass
     logits-memory    = the fp32 cross-entropy's bytes / HBM bandwidth
-    bubble           = the five above × (pp - 1) / (v × m)   1F1B, v virtual stages, m microbatches
+    bubble           = the four above × (pp - 1) / (v × m)   1F1B, v virtual stages, m microbatches
     tp, cp, dp, pp, ep communication = bytes / (link bandwidth × efficiency)
     optimizer        = Adam's bytes over the rank's parameters / HBM bandwidth
+    overhead         = a fixed time per iteration (host-side work)
 
-Utilisation, bytes per score, bytes per elementwise unit and host time per layer pass are fitted on measured single-GPU runs
+Utilisation, bytes per score, bytes per elementwise unit and the per-iteration overhead are fitted on measured single-GPU runs
 (tools/fit_utilisation.py, CALIBRATION below); the communication terms come from message sizes and
 datasheet bandwidths, and no multi-GPU run has checked them yet, so each says `measured=False`.
 """
@@ -43,13 +43,18 @@ class Calibration(NamedTuple):
     elementwise_bytes: float  # HBM bytes per token, hidden unit and layer, fwd+bwd, between the GEMMs
     source: str
     fitted: bool = False  # measured runs back these numbers
-    layer_overhead_us: float = 0.0  # host time per layer forward+backward of one microbatch (kernel launches)
+    iteration_overhead_ms: float = 0.0  # per iteration, whatever the model: Megatron's host-side step work
 
 
 # Fitted by tools/fit_utilisation.py (docs/performance-model.md); a GPU without its own fit uses the
 # H200's, and with none at all DEFAULT_CALIBRATION, which is an assumption and says so.
 # BEGIN FIT (tools/fit_utilisation.py --write; docs/performance-model.md has the runs)
-CALIBRATION: dict[str, Calibration] = {}
+CALIBRATION: dict[str, Calibration] = {
+    "h200": Calibration(
+        utilisation=0.6218, attention_bytes_per_score=84.25, elementwise_bytes=417.26,
+        source='fitted on 9 H200 runs (b1, gqa4-h2048, h1536, l12-full-u1, l24-full-b12, l4-sel, s4096-b2, s8192-l4, v151936) by tools/fit_utilisation.py; checked on the other 8',
+        fitted=True, iteration_overhead_ms=16.87),
+}
 # END FIT
 DEFAULT_CALIBRATION = Calibration(
     0.4, 48.0, 0.0, "assumed (no fit): 40 % of peak; 48 bytes per score is a count of the unfused "
@@ -61,6 +66,11 @@ FP32_BYTES = 4
 # to fp32 and makes about ten passes over them forward and backward (max, subtract, exp, sum, divide,
 # the gradient): 40 bytes per logit, counted, not fitted.
 LOGITS_BYTES_PER_ELEMENT = 40
+# The fit's elementwise bytes come from runs without fused kernels (--no-bias-gelu-fusion,
+# --no-bias-dropout-fusion, --no-persist-layer-norm, torch LayerNorm). With the fusions a layer makes
+# about 40 % of those passes over its activations (a count: fused LayerNorm, bias-GeLU and
+# bias-dropout-add each read and write once where the unfused ops make two or three passes). Not measured.
+FUSED_ELEMENTWISE_SHARE = 0.4
 # Adam with fp32 main params (megatron/core/optimizer/optimizer.py, Float16OptimizerWithFloat16Params):
 # per local parameter it reads the fp32 grad, main param, exp_avg, exp_avg_sq (16 bytes) and writes
 # main param, both moments (12) and the bf16 model param (2).
@@ -216,6 +226,7 @@ class Parallel(NamedTuple):
     overlap_param_gather: bool = False  # arguments.py:2771
     rdma: bool = False
     local_attention: bool = False  # transformer_impl: local, the unfused attention of dot_product_attention.py
+    fused_kernels: bool = True  # training.fused_kernels: false passes the --no-*-fusion flags
 
     @property
     def world(self) -> int:
@@ -257,7 +268,6 @@ class Work(NamedTuple):
     scores: float  # attention-score elements the local attention streams through HBM (0 when fused)
     elementwise: float  # tokens × hidden × layers: what the non-GEMM ops scale with
     logits_bytes: float  # the fp32 cross-entropy's traffic
-    layer_passes: float  # layer forward+backward passes of one microbatch (recomputed forwards count a third)
 
 
 # Recomputing repeats the forward, a third of the forward-and-backward work (training.py:626's 3x).
@@ -301,8 +311,7 @@ def work(args: Any, par: Parallel) -> Work:
     # MLP's and attention's inner parts are sharded, and the rest dominates
     elementwise = tokens * args.hidden_size * layers / (tp if par.sequence_parallel else 1) * (1 + FORWARD_SHARE * fraction)
     logits = LOGITS_BYTES_PER_ELEMENT * tokens * args.padded_vocab_size / tp
-    passes = layers * par.microbatches * (1 + FORWARD_SHARE * fraction)
-    return Work(megatron, megatron + (recompute + unmasked) / gpus, scores, elementwise, logits, passes)
+    return Work(megatron, megatron + (recompute + unmasked) / gpus, scores, elementwise, logits)
 
 
 def _ring(n: int, bytes_: float, gb_s: float, all_reduce: bool) -> float:
@@ -339,10 +348,9 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float, utilis
     hbm = gpu.hbm_tb_s * 1e12 * HBM_EFFICIENCY
     compute = w.flops / peak
     attention = cal.attention_bytes_per_score * w.scores / hbm
-    elementwise = cal.elementwise_bytes * w.elementwise / hbm
+    elementwise = cal.elementwise_bytes * w.elementwise / hbm * (FUSED_ELEMENTWISE_SHARE if par.fused_kernels else 1.0)
     logits = w.logits_bytes / hbm
-    launch = cal.layer_overhead_us * 1e-6 * w.layer_passes
-    per_microbatch_work = compute + attention + elementwise + logits + launch
+    per_microbatch_work = compute + attention + elementwise + logits
     bubble = per_microbatch_work * (pp - 1) / (v * m) if pp > 1 else 0.0
     terms = [
         Term("compute", compute, True, cal.fitted,
@@ -352,14 +360,14 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float, utilis
         Term("attention-memory", attention, True, cal.fitted,
              f"{w.scores / 1e9:.1f} G attention scores × {cal.attention_bytes_per_score:.0f} bytes through HBM "
              "(unfused attention)" if par.local_attention else "fused attention keeps the scores on chip"),
-        Term("elementwise", elementwise, True, cal.fitted,
+        Term("elementwise", elementwise, True, cal.fitted and not par.fused_kernels,
              f"{cal.elementwise_bytes:.1f} bytes per token, hidden unit and layer through HBM (norms, activations, "
-             "dropouts, residuals)"),
+             "dropouts, residuals)" + (f", × {FUSED_ELEMENTWISE_SHARE} for fused kernels" if par.fused_kernels else "")),
         Term("logits-memory", logits, True, False,
              f"{LOGITS_BYTES_PER_ELEMENT} bytes per logit of the fp32 cross-entropy (a count, not fitted)"),
-        Term("launch", launch, True, cal.fitted,
-             f"{cal.layer_overhead_us:.0f} µs of host time per layer pass × {w.layer_passes:g} passes"),
         Term("bubble", bubble, True, False, f"1F1B: (pp-1)/(v·m) = ({pp}-1)/({v}·{m}) of the work above"),
+        Term("overhead", cal.iteration_overhead_ms / 1e3, True, cal.fitted,
+             "per iteration whatever the model: the optimizer's launches, grad-norm, timers and logging on the host"),
     ]
     terms += _communication(args, par, gpu, params_per_rank, split, peak, _recomputed_fraction(par, args.num_layers // pp))
     terms.append(_optimizer(par, gpu, params_per_rank))
@@ -526,7 +534,7 @@ def parallel_of(spec: Any, layout: Any) -> Parallel:
         recompute_method=None if rec is None else rec.method,
         recompute_num_layers=None if rec is None else rec.num_layers,
         overlap_grad_reduce="--overlap-grad-reduce" in args, overlap_param_gather="--overlap-param-gather" in args,
-        rdma=res.rdma, local_attention=t.model.transformer_impl == "local",
+        rdma=res.rdma, local_attention=t.model.transformer_impl == "local", fused_kernels=t.fused_kernels,
     )
 
 
