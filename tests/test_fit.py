@@ -74,6 +74,8 @@ def test_committed_fit_is_within_tolerance_on_every_measured_configuration() -> 
     cal = CALIBRATION["h200"]
     fit_set, check_set = fu.split_halves(runs)
     assert cal.source.startswith(f"fitted on {len(fit_set)} H200 runs")
-    for m in fit_set + check_set:
+    extra = fu.extra_check()
+    assert extra is not None
+    for m in fit_set + check_set + [extra]:
         err = (fu.model_ms(m, cal) - m.median_ms) / m.median_ms
         assert abs(err) <= fu.TOLERANCE, (m.name, m.median_ms, err)
