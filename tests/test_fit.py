@@ -38,12 +38,12 @@ def test_fit_recovers_the_constants_that_made_the_times() -> None:
     truth = Calibration(0.37, 41.0, 23.0, "truth", True, 12.0)
     cal, fit_set, check_set = fu.calibrate(synthetic(truth))
     assert len(fit_set) == 4 and len(check_set) == 4
-    assert cal.utilisation == pytest.approx(0.37, rel=1e-6)
-    assert cal.attention_bytes_per_score == pytest.approx(41.0, rel=1e-6)
-    assert cal.elementwise_bytes == pytest.approx(23.0, rel=1e-6)
-    assert cal.iteration_overhead_ms == pytest.approx(12.0, rel=1e-6)
+    assert cal.utilisation == pytest.approx(0.37, abs=1e-4)
+    assert cal.attention_bytes_per_score == pytest.approx(41.0, abs=0.01)
+    assert cal.elementwise_bytes == pytest.approx(23.0, abs=0.01)
+    assert cal.iteration_overhead_ms == pytest.approx(12.0, abs=0.01)
     for m in fit_set + check_set:
-        assert fu.model_ms(m, cal) == pytest.approx(m.median_ms, rel=1e-6)
+        assert fu.model_ms(m, cal) == pytest.approx(m.median_ms, rel=1e-3)
 
 
 def test_fit_keeps_constants_non_negative() -> None:
@@ -79,3 +79,13 @@ def test_committed_fit_is_within_tolerance_on_every_measured_configuration() -> 
     for m in fit_set + check_set + [extra]:
         err = (fu.model_ms(m, cal) - m.median_ms) / m.median_ms
         assert abs(err) <= fu.TOLERANCE, (m.name, m.median_ms, err)
+
+
+@pytest.mark.skipif(not (REPO / "tools" / "measurements.py").is_file() or not MEASUREMENTS.is_dir(),
+                    reason="no measurements on this branch yet (branch measure brings them)")
+def test_performance_model_doc_is_what_the_script_writes() -> None:
+    runs = fu.load(REPO)
+    fit_set, check_set = fu.split_halves(runs)
+    text = fu.document(CALIBRATION["h200"], fit_set, check_set, fu.extra_check())
+    assert (REPO / "docs" / "performance-model.md").read_text() == text, \
+        "regenerate with python tools/fit_utilisation.py --write"

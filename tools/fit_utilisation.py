@@ -193,8 +193,9 @@ def calibrate(runs: list[Measured]) -> tuple[Calibration, list[Measured], list[M
     x = fit([b[0] for b in basis], [m.median_ms / 1e3 - b[1] for m, b in zip(fit_set, basis)],
             [m.median_ms / 1e3 for m in fit_set])
     names = ", ".join(m.name for m in fit_set)
-    cal = Calibration(1 / x[0], x[1], x[2], f"fitted on {len(fit_set)} H200 runs ({names}) by "
-                      "tools/fit_utilisation.py; checked on the other " f"{len(check_set)}", True, x[3])
+    # rounded as timing.py records them, so the doc, the module and the checks use the same numbers
+    cal = Calibration(round(1 / x[0], 4), round(x[1], 2), round(x[2], 2), f"fitted on {len(fit_set)} H200 runs ({names}) by "
+                      "tools/fit_utilisation.py; checked on the other " f"{len(check_set)}", True, round(x[3], 2))
     return cal, fit_set, check_set
 
 
