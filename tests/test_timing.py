@@ -186,8 +186,8 @@ def test_training_time_and_gpu_hours() -> None:
     total = training_time(step, 8, 8, train_iters=1000)
     assert total is not None and total.seconds == pytest.approx(1000 * step.seconds)
     assert total.gpu_hours == pytest.approx(1000 * step.seconds * 8 / 3600)
-    by_samples = training_time(step, 8, 8, train_samples=8001)
-    assert by_samples is not None and by_samples.iterations == 1001
+    by_samples = training_time(step, 8, 8, train_samples=8007)
+    assert by_samples is not None and by_samples.iterations == 1000  # floor, as training.py:1504
     assert training_time(step, 8, 8) is None
 
 

@@ -25,23 +25,20 @@ RECOMPUTE = (None, "selective", "full")
 CLEAN_PEAK_FRACTION = 0.9
 
 
-def _compiler() -> tuple[Any, Any, Any, Any]:
-    """(compile_spec, Override, memory estimator, pretrain helpers): one place to repoint after the move."""
+def _compiler() -> tuple[Any, Any]:
+    """(compile_spec, Override): the compiler's own path, one place to repoint after the move."""
     from compiler.pipeline import compile_spec
 
     try:
         from compiler.load.compose import Override  # type: ignore[import-not-found]
     except ImportError:
         from compiler.compose import Override  # type: ignore[no-redef]
-    from compiler.megatron.timing import _megatron
-
-    memory, pretrain = _megatron()
-    return compile_spec, Override, memory, pretrain
+    return compile_spec, Override
 
 
 def compile_candidate(path: str, display: str, overrides: tuple[str, ...]) -> list[Any]:
     """Every diagnostic compiling the spec with these --set overrides gives (the CLI's own path)."""
-    compile_spec, Override, _, _ = _compiler()
+    compile_spec, Override = _compiler()
     result = compile_spec(path, display, overrides=tuple(Override(o) for o in overrides), render_files=False)
     return list(result.diagnostics) if result.ok else list(result.diagnostics) or ["no plan"]
 
@@ -218,21 +215,21 @@ def candidate_spec(spec: Any, c: Candidate, gpu: Any) -> Any:
 
 def size_candidate(spec: Any, c: Candidate, gpu: Any) -> Sized | None:
     """Memory and time of one candidate; None when it does not fit the GPU cleanly."""
-    from compiler.megatron.timing import spec_step_time, training_time
+    from compiler.megatron.timing import _megatron, spec_step_time, training_time
 
-    memory = _compiler()[2]
+    estimate, layout_of, _ = _megatron()
     view = candidate_spec(spec, c, gpu)
-    layout = memory.layout_of(view.resources, view.parallelism)
+    layout = layout_of(view.resources, view.parallelism)
     if layout is None:
         return None
-    est = memory.estimate(view, layout)
+    est = estimate(view, layout)
     if est is None or est.peak_fraction_of_gpu is None or est.peak_fraction_of_gpu > CLEAN_PEAK_FRACTION:
         return None
     step = spec_step_time(view, gpu)
     if step is None:
         return None
     t = spec.training
-    total = training_time(step, c.world, t.batch.global_, t.train_iters)
+    total = training_time(step, c.world, t.batch.global_, t.train_iters, getattr(t, "train_samples", None))
     return Sized(c, est.peak_mb * 2**20 / 1e9, est.peak_fraction_of_gpu, step,
                  None if total is None else total.seconds, None if total is None else total.gpu_hours)
 
@@ -344,7 +341,7 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
         return int(exc.code or 0)
     from compiler.megatron.gpus import gpu_named, gpu_of_flavor
 
-    compile_spec, _, _, _ = _compiler()
+    compile_spec, _ = _compiler()
     display = args.spec
     base = compile_spec(args.spec, display, render_files=False)
     if not base.ok:

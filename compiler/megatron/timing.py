@@ -78,13 +78,21 @@ ADAM_BYTES_PER_PARAM = 30
 HBM_EFFICIENCY = 0.8  # streaming kernels reach about 80 % of the HBM datasheet rate; an assumption
 
 
-def _megatron() -> tuple[Any, Any]:
-    """The memory estimator and pretrain helpers, wherever the compiler keeps them (one place to repoint)."""
+def _megatron() -> tuple[Any, Any, Any]:
+    """(estimate, layout_of, pretrain helpers) wherever the compiler keeps them: the one place to
+    repoint. estimate(spec, layout) is the memory estimator, layout_of(resources, parallelism) the
+    parallel layout (None when the sizes do not divide the world)."""
     try:
-        from compiler.megatron import memory, pretrain  # type: ignore[attr-defined]
+        from compiler.megatron import memory, parallel, pretrain  # type: ignore[attr-defined]
+
+        def layout_of(res: Any, par: Any) -> Any:
+            return parallel.parallel_layout(res.workers, res.gpus_per_worker, par.tensor, par.pipeline,
+                                            par.context, par.expert, par.expert_tensor)
     except ImportError:
         from compiler import estimate as memory, pretrain  # type: ignore[no-redef]
-    return memory, pretrain
+
+        layout_of = memory.layout_of
+    return memory.estimate, layout_of, pretrain
 
 
 # ---------------------------------------------------------------------------- Megatron's FLOPs
@@ -466,10 +474,10 @@ class TrainingTime(NamedTuple):
 
 def training_time(step: StepTime, world: int, global_batch: int, train_iters: int | None = None,
                   train_samples: int | None = None) -> TrainingTime | None:
-    """Time to train_iters (or train_samples, arguments.py: iterations = samples / global batch)."""
+    """Time to train_iters, or to train_samples // global batch (training.py:1504, constant batch)."""
     if train_iters is None and train_samples is None:
         return None
-    iterations = train_iters if train_iters is not None else -(-train_samples // global_batch)  # type: ignore[operator]
+    iterations = train_iters if train_iters is not None else train_samples // global_batch  # type: ignore[operator]
     seconds = iterations * step.seconds
     return TrainingTime(iterations, seconds, seconds * world / 3600)
 
@@ -479,7 +487,7 @@ def training_time(step: StepTime, world: int, global_batch: int, train_iters: in
 
 def flops_args(model: Any, padded_vocab: int) -> FlopsArgs:
     """FlopsArgs from a spec's training.model, with Megatron's derived values."""
-    _, pretrain = _megatron()
+    pretrain = _megatron()[2]
     return FlopsArgs(
         num_layers=model.num_layers, hidden_size=model.hidden_size, num_attention_heads=model.num_attention_heads,
         kv_channels=model.hidden_size // model.num_attention_heads,  # arguments.py:1283-1284
@@ -499,16 +507,16 @@ def spec_step_time(spec: Any, gpu: Gpu | None = None, utilisation: float | None 
                    calibration: Calibration | None = None) -> StepTime | None:
     """The step model for a compiled pretrain spec; None when the estimator cannot size it or the GPU
     is unknown."""
-    memory, pretrain = _megatron()
+    estimate, layout_of, pretrain = _megatron()
     t, res, par = spec.training, spec.resources, spec.parallelism
     gpu = gpu or gpu_of_flavor(res.worker_flavor)
     if gpu is None or t.model is None or t.batch is None:
         return None
-    layout = memory.layout_of(res, par)
+    layout = layout_of(res, par)
     vocab = pretrain.vocab_size(t)
     if layout is None or vocab is None:
         return None
-    est = memory.estimate(spec, layout)
+    est = estimate(spec, layout)
     if est is None:
         return None
     padded = pretrain.padded_vocab_size(vocab, t.model.make_vocab_size_divisible_by, layout.tensor)
@@ -518,7 +526,7 @@ def spec_step_time(spec: Any, gpu: Gpu | None = None, utilisation: float | None 
 
 def parallel_of(spec: Any, layout: Any) -> Parallel:
     """A spec's layout and batch as the step model's Parallel."""
-    _, pretrain = _megatron()
+    pretrain = _megatron()[2]
     t, res = spec.training, spec.resources
     rec = t.recompute
     args = set(t.args)
@@ -549,7 +557,7 @@ def explain_lines(spec: Any, gpu: Gpu | None = None) -> list[str]:
         f"time per iteration: {step.seconds * 1e3:.0f} ms ({step.tokens_per_second:,.0f} tokens/s, "
         f"{step.tflops_per_gpu:.0f} TFLOP/s per GPU by Megatron's count)",
     ]
-    total = training_time(step, world, t.batch.global_, t.train_iters)
+    total = training_time(step, world, t.batch.global_, t.train_iters, getattr(t, "train_samples", None))
     if total is not None:
         lines.append(f"time to train {total.iterations} iterations: {total.seconds / 3600:.1f} h, "
                      f"{total.gpu_hours:,.0f} GPU-hours")
@@ -569,7 +577,7 @@ def summary(spec: Any, gpu: Gpu | None = None) -> dict | None:
         return None
     t, res = spec.training, spec.resources
     world = res.workers * res.gpus_per_worker
-    total = training_time(step, world, t.batch.global_, t.train_iters)
+    total = training_time(step, world, t.batch.global_, t.train_iters, getattr(t, "train_samples", None))
     return {
         "seconds_per_iteration": step.seconds,
         "tokens_per_second": step.tokens_per_second,
