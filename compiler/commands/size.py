@@ -1,0 +1,394 @@
+"""`megatron-compile size SPEC`: the layouts Megatron accepts for a spec's model and batch that fit the
+GPU, ranked by estimated time per iteration or GPU-hours, each with the --set lines that produce it.
+
+    megatron-compile size SPEC [--gpu h200] [--max-gpus N] [--gpus-per-worker 8] [--top K]
+                               [--rank time|gpu-hours] [--explain-rank] [--format text|json]
+
+Three stages, cheapest first: `candidate_layouts` enumerates the layouts Megatron's own divisibility
+rules allow (a pure function of the model's shape and the batch); the memory estimator and the
+step-time model size each (no compile); then, in rank order, each candidate's overrides go through
+the compiler's own compose/validate/rules path (`compile_candidate`) and only those that compile
+with no diagnostic at all, error or warning, are printed, until --top of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any, NamedTuple, TextIO
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+MICRO_BATCHES = (1, 2, 4, 8)
+CONTEXT_SIZES = (1, 2, 4, 8)
+RECOMPUTE = (None, "selective", "full")
+# memory-near-capacity warns above 90 % of the GPU (rules.py check_memory): a clean compile needs less
+CLEAN_PEAK_FRACTION = 0.9
+
+
+def _compiler() -> tuple[Any, Any]:
+    """(compile_spec, Override): the compiler's own path, one place to repoint after the move."""
+    from compiler.pipeline import compile_spec
+
+    try:
+        from compiler.load.compose import Override  # type: ignore[import-not-found]
+    except ImportError:
+        from compiler.compose import Override  # type: ignore[no-redef]
+    return compile_spec, Override
+
+
+def compile_candidate(path: str, display: str, overrides: tuple[str, ...]) -> list[Any]:
+    """Every diagnostic compiling the spec with these --set overrides gives (the CLI's own path)."""
+    compile_spec, Override = _compiler()
+    result = compile_spec(path, display, overrides=tuple(Override(o) for o in overrides), render_files=False)
+    return list(result.diagnostics) if result.ok else list(result.diagnostics) or ["no plan"]
+
+
+# ---------------------------------------------------------------------------- enumeration
+
+
+class ModelFacts(NamedTuple):
+    """What Megatron's layout rules read of the model."""
+
+    num_layers: int
+    num_attention_heads: int
+    num_query_groups: int | None
+    seq_length: int
+    num_experts: int | None = None
+    expert: int = 1  # the spec's expert parallel size, kept as it is
+
+
+class Candidate(NamedTuple):
+    workers: int
+    gpus_per_worker: int
+    tensor: int
+    pipeline: int
+    context: int
+    micro: int
+    virtual_pipeline: int | None  # layers per virtual stage (the spec's field), None: no interleaving
+    recompute: str | None
+    distributed_optimizer: bool
+
+    @property
+    def world(self) -> int:
+        return self.workers * self.gpus_per_worker
+
+    @property
+    def data(self) -> int:
+        return self.world // (self.tensor * self.pipeline * self.context)
+
+    @property
+    def sequence_parallel(self) -> bool:
+        # on wherever it can be: it shards activations and moves the same bytes as TP's all-reduces
+        return self.tensor > 1
+
+    @property
+    def shape(self) -> tuple:
+        """The parallel layout itself, without the knobs that only decide whether it fits."""
+        return (self.workers, self.gpus_per_worker, self.tensor, self.pipeline, self.context, self.virtual_pipeline)
+
+    def overrides(self, rdma: bool = False) -> tuple[str, ...]:
+        """The --set lines, in the spec's own field names, that turn the spec into this layout."""
+        out = [
+            f"resources.workers={self.workers}", f"resources.gpus_per_worker={self.gpus_per_worker}",
+            f"parallelism.tensor={self.tensor}", f"parallelism.pipeline={self.pipeline}",
+            f"parallelism.context={self.context}", f"training.batch.micro={self.micro}",
+            f"training.sequence_parallel={_yaml(self.sequence_parallel)}",
+            f"training.distributed_optimizer={_yaml(self.distributed_optimizer)}",
+            f"training.virtual_pipeline={_yaml(self.virtual_pipeline)}",
+            # null first: a mapping given by --set merges into the spec's, and a method or
+            # num_layers left from the spec would contradict the granularity chosen here
+            "training.recompute=null",
+        ]
+        if self.recompute == "selective":
+            out.append("training.recompute.granularity=selective")
+        elif self.recompute == "full":
+            # transformer_config.py:1556-1568: full needs a method and recompute_num_layers
+            out += ["training.recompute.granularity=full", "training.recompute.method=uniform",
+                    "training.recompute.num_layers=1"]
+        if self.workers == 1 and rdma:
+            out.append("resources.rdma=false")  # rules.py check_rdma warns: no traffic to carry
+        return tuple(out)
+
+
+def _yaml(value: object) -> str:
+    return "null" if value is None else ("true" if value is True else "false" if value is False else str(value))
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def world_shapes(max_gpus: int, gpus_per_worker: int) -> list[tuple[int, int]]:
+    """(workers, GPUs per worker): one worker with 1, 2, 4 … GPUs below a full one, then whole workers."""
+    shapes = [(1, g) for g in (1, 2, 4, 8, 16) if g < gpus_per_worker and g <= max_gpus]
+    shapes += [(w, gpus_per_worker) for w in range(1, max_gpus // gpus_per_worker + 1)]
+    return shapes
+
+
+def _virtual_options(num_layers: int, pipeline: int) -> list[int | None]:
+    """No interleaving, and 2 or 4 virtual stages per rank where the layers divide (arguments.py:947-977;
+    the interleaved schedule needs pipeline > 2)."""
+    options: list[int | None] = [None]
+    per_stage = num_layers // pipeline
+    if pipeline > 2:
+        options += [per_stage // v for v in (2, 4) if per_stage % v == 0]
+    return options
+
+
+def candidate_layouts(model: ModelFacts, global_batch: int, max_gpus: int,
+                      gpus_per_worker: int) -> list[Candidate]:
+    """Every layout Megatron's divisibility rules accept for this model and global batch, TP within
+    one worker; memory and the compiler's other rules are checked later."""
+    out: list[Candidate] = []
+    groups = model.num_query_groups
+    for workers, gpw in world_shapes(max_gpus, gpus_per_worker):
+        world = workers * gpw
+        for tp in _divisors(gpw):
+            # transformer_config.py:1195 and :1209-1212
+            if model.num_attention_heads % tp or (groups is not None and groups % tp and tp % groups):
+                continue
+            for cp in CONTEXT_SIZES:
+                if world % (tp * cp) or (cp > 1 and model.seq_length % (2 * cp)):  # arguments.py:1286-1289
+                    continue
+                for pp in _divisors(model.num_layers):  # arguments.py:976-977
+                    if world % (tp * cp * pp):
+                        continue
+                    dp = world // (tp * cp * pp)
+                    if model.expert > 1 and world % (tp * model.expert * pp):
+                        continue
+                    for micro in MICRO_BATCHES:
+                        if global_batch % (micro * dp):  # num_microbatches_calculator.py:381
+                            continue
+                        for vpp in _virtual_options(model.num_layers, pp):
+                            for recompute in RECOMPUTE:
+                                for dist in ((True, False) if dp > 1 else (False,)):
+                                    out.append(Candidate(workers, gpw, tp, pp, cp, micro, vpp, recompute, dist))
+    return out
+
+
+# ---------------------------------------------------------------------------- sizing
+
+
+class _View:
+    """An object that answers like `base` except for the attributes given (the estimator reads specs)."""
+
+    def __init__(self, base: Any, **changes: Any) -> None:
+        self._base, self._changes = base, changes
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._changes:
+            return self._changes[name]
+        return getattr(self._base, name)
+
+
+class _Recompute(NamedTuple):
+    granularity: str
+    method: str | None
+    num_layers: int | None
+
+
+class Sized(NamedTuple):
+    candidate: Candidate
+    peak_gb: float
+    peak_fraction: float
+    step: Any  # timing.StepTime
+    train_seconds: float | None
+    gpu_hours: float | None
+
+
+def candidate_spec(spec: Any, c: Candidate, gpu: Any) -> Any:
+    """The spec as the candidate's overrides would make it, for the estimator and the step model."""
+    t = spec.training
+    recompute = None
+    if c.recompute == "selective":
+        recompute = _Recompute("selective", None, None)
+    elif c.recompute == "full":
+        recompute = _Recompute("full", "uniform", 1)
+    training = _View(t, batch=_View(t.batch, micro=c.micro), sequence_parallel=c.sequence_parallel,
+                     distributed_optimizer=c.distributed_optimizer, virtual_pipeline=c.virtual_pipeline,
+                     recompute=recompute)
+    resources = _View(spec.resources, workers=c.workers, gpus_per_worker=c.gpus_per_worker,
+                      gpu_memory_gb=gpu.memory_gb, rdma=spec.resources.rdma and c.workers > 1)
+    parallelism = _View(spec.parallelism, tensor=c.tensor, pipeline=c.pipeline, context=c.context)
+    return _View(spec, training=training, resources=resources, parallelism=parallelism)
+
+
+def size_candidate(spec: Any, c: Candidate, gpu: Any) -> Sized | None:
+    """Memory and time of one candidate; None when it does not fit the GPU cleanly."""
+    from compiler.megatron.timing import _megatron, spec_step_time, training_time
+
+    estimate, layout_of, _ = _megatron()
+    view = candidate_spec(spec, c, gpu)
+    layout = layout_of(view.resources, view.parallelism)
+    if layout is None:
+        return None
+    est = estimate(view, layout)
+    if est is None or est.peak_fraction_of_gpu is None or est.peak_fraction_of_gpu > CLEAN_PEAK_FRACTION:
+        return None
+    step = spec_step_time(view, gpu)
+    if step is None:
+        return None
+    t = spec.training
+    total = training_time(step, c.world, t.batch.global_, t.train_iters, getattr(t, "train_samples", None))
+    return Sized(c, est.peak_mb * 2**20 / 1e9, est.peak_fraction_of_gpu, step,
+                 None if total is None else total.seconds, None if total is None else total.gpu_hours)
+
+
+def rank_key(s: Sized, by: str) -> tuple:
+    """Time per iteration, or GPU-hours (time × GPUs when train_iters is unknown); ties by the other."""
+    gpu_seconds = s.step.seconds * s.candidate.world
+    return (s.step.seconds, gpu_seconds) if by == "time" else (gpu_seconds, s.step.seconds)
+
+
+def ranked_layouts(path: str, display: str, spec: Any, gpu: Any, max_gpus: int, gpus_per_worker: int,
+                   top: int, by: str) -> tuple[list[Sized], int, int]:
+    """The top layouts that fit and compile cleanly (one per parallel shape: its fastest micro batch,
+    recompute and optimizer choice), with how many were enumerated and how many fit."""
+    t, m = spec.training, spec.training.model
+    facts = ModelFacts(m.num_layers, m.num_attention_heads, m.num_query_groups, m.seq_length, m.num_experts,
+                       spec.parallelism.expert)
+    candidates = candidate_layouts(facts, t.batch.global_, max_gpus, gpus_per_worker)
+    sized = [s for s in (size_candidate(spec, c, gpu) for c in candidates) if s is not None]
+    sized.sort(key=lambda s: rank_key(s, by))
+    chosen: list[Sized] = []
+    seen: set[tuple] = set()
+    for s in sized:
+        if s.candidate.shape in seen:
+            continue
+        if compile_candidate(path, display, _overrides(s.candidate, spec, gpu)):
+            continue
+        seen.add(s.candidate.shape)
+        chosen.append(s)
+        if len(chosen) == top:
+            break
+    return chosen, len(candidates), len(sized)
+
+
+def _overrides(c: Candidate, spec: Any, gpu: Any) -> tuple[str, ...]:
+    """The candidate's --set lines, and the GPU's memory when --gpu is not the flavor's GPU."""
+    from compiler.megatron.gpus import gpu_of_flavor
+
+    extra: tuple[str, ...] = ()
+    flavor_gpu = gpu_of_flavor(spec.resources.worker_flavor)
+    if flavor_gpu is None or flavor_gpu.name != gpu.name:
+        # the flavor names another GPU (or none): let the user pick the flavor, size memory by --gpu
+        extra = ("resources.worker_flavor=null", f"resources.gpu_memory_gb={gpu.memory_gb:g}")
+    return c.overrides(rdma=spec.resources.rdma) + extra
+
+
+# ---------------------------------------------------------------------------- output
+
+
+def _row(rank: int, s: Sized, overrides: tuple[str, ...]) -> dict:
+    c = s.candidate
+    return {
+        "rank": rank, "gpus": c.world, "workers": c.workers, "gpus_per_worker": c.gpus_per_worker,
+        "tensor": c.tensor, "pipeline": c.pipeline, "context": c.context, "data": c.data,
+        "virtual_pipeline": c.virtual_pipeline, "micro": c.micro, "recompute": c.recompute,
+        "sequence_parallel": c.sequence_parallel, "distributed_optimizer": c.distributed_optimizer,
+        "peak_gb": round(s.peak_gb, 1), "peak_fraction": s.peak_fraction,
+        "step_ms": round(s.step.seconds * 1e3, 1), "tokens_per_second": round(s.step.tokens_per_second),
+        "train_hours": None if s.train_seconds is None else round(s.train_seconds / 3600, 2),
+        "gpu_hours": None if s.gpu_hours is None else round(s.gpu_hours, 1),
+        "terms_ms": {t.name: round(t.seconds * 1e3, 2) for t in s.step.terms if t.exposed},
+        "set": list(overrides),
+    }
+
+
+def _text(rows: list[dict], header: str, explain: list[Sized] | None, out: TextIO) -> None:
+    out.write(header + "\n")
+    out.write(f"{'#':>3} {'GPUs':>4} {'wk':>3} {'TP':>2} {'PP':>2} {'CP':>2} {'DP':>3} {'VPP':>3} {'mb':>2} "
+              f"{'recompute':<9} {'peak GB':>7} {'step ms':>8} {'tokens/s':>10} {'train h':>8} {'GPU-h':>8}\n")
+    for row in rows:
+        out.write(f"{row['rank']:>3} {row['gpus']:>4} {row['workers']:>3} {row['tensor']:>2} {row['pipeline']:>2} "
+                  f"{row['context']:>2} {row['data']:>3} {row['virtual_pipeline'] or '-':>3} {row['micro']:>2} "
+                  f"{row['recompute'] or '-':<9} {row['peak_gb']:>7.1f} {row['step_ms']:>8.0f} "
+                  f"{row['tokens_per_second']:>10,} {_num(row['train_hours']):>8} {_num(row['gpu_hours']):>8}\n")
+        out.write("      " + " ".join(f"--set {o}" for o in row["set"]) + "\n")
+    if explain:
+        out.write("\nterms per iteration (ms; [not measured]: no run backs the constants yet)\n")
+        for rank, s in enumerate(explain, 1):
+            out.write(f"{rank:>3}:\n")
+            for term in s.step.terms:
+                if term.exposed or term.seconds:
+                    flag = "" if term.measured else " [not measured]"
+                    added = "" if term.exposed else " (not added)"
+                    out.write(f"      {term.name:<16} {term.seconds * 1e3:10.1f}{added}{flag}  {term.note}\n")
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="megatron-compile size", description=__doc__.splitlines()[0])
+    p.add_argument("spec", metavar="SPEC")
+    p.add_argument("--gpu", help="GPU type (h200, h100, a100, h20, l40s); default: the spec's worker flavor, else h200")
+    p.add_argument("--max-gpus", type=int, help="most GPUs to use (default: the spec's world size)")
+    p.add_argument("--gpus-per-worker", type=int, default=8, help="GPUs per worker for multi-worker layouts (default 8)")
+    p.add_argument("--top", type=int, default=10, metavar="K", help="how many layouts to print (default 10)")
+    p.add_argument("--rank", choices=("time", "gpu-hours"), default="time", help="rank by time per iteration or GPU-hours")
+    p.add_argument("--explain-rank", action="store_true", help="show each term (compute, bubble, communication)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    return p
+
+
+def main(argv: list[str], out: TextIO, err: TextIO) -> int:
+    """`megatron-compile size`: argv without the subcommand; the exit code."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    from compiler.megatron.gpus import gpu_named, gpu_of_flavor
+
+    compile_spec, _ = _compiler()
+    display = args.spec
+    base = compile_spec(args.spec, display, render_files=False)
+    if not base.ok:
+        from compiler.diagnostics import format_text
+
+        err.write(format_text([d for d in base.diagnostics]) + "\n")
+        return EXIT_FAIL
+    spec = base.spec
+    t = spec.training
+    if t.model is None or t.batch is None:
+        err.write(f"{display}: size needs a pretrain_gpt.py spec with training.model and training.batch\n")
+        return EXIT_FAIL
+    try:
+        gpu = gpu_named(args.gpu) if args.gpu else (gpu_of_flavor(spec.resources.worker_flavor) or gpu_named("h200"))
+    except KeyError as exc:
+        err.write(f"megatron-compile size: {exc.args[0]}\n")
+        return EXIT_USAGE
+    max_gpus = args.max_gpus or spec.resources.workers * spec.resources.gpus_per_worker
+    if max_gpus < 1 or args.gpus_per_worker < 1 or args.top < 1:
+        err.write("megatron-compile size: --max-gpus, --gpus-per-worker and --top must be positive\n")
+        return EXIT_USAGE
+    chosen, enumerated, fit = ranked_layouts(args.spec, display, spec, gpu, max_gpus, args.gpus_per_worker,
+                                             args.top, args.rank)
+    rows = [_row(i, s, _overrides(s.candidate, spec, gpu)) for i, s in enumerate(chosen, 1)]
+    if args.format == "json":
+        if args.explain_rank:
+            for row, s in zip(rows, chosen):
+                row["terms"] = [t._asdict() for t in s.step.terms]
+        json.dump({"spec": display, "gpu": gpu.name, "max_gpus": max_gpus, "gpus_per_worker": args.gpus_per_worker,
+                   "rank_by": args.rank, "enumerated": enumerated, "fit": fit,
+                   "utilisation": chosen[0].step.utilisation if chosen else None,
+                   "utilisation_source": chosen[0].step.utilisation_source if chosen else None,
+                   "layouts": rows}, out, indent=1)
+        out.write("\n")
+    else:
+        source = f"\ncalibration: utilisation {chosen[0].step.utilisation:.3f}, {chosen[0].step.utilisation_source}" if chosen else ""
+        header = (f"{display}: {len(rows)} layouts of {enumerated} enumerated ({fit} fit {gpu.memory_gb:g} GB "
+                  f"{gpu.name.upper()} under {CLEAN_PEAK_FRACTION:.0%}), ranked by {args.rank}, up to {max_gpus} GPUs, "
+                  f"{args.gpus_per_worker} per worker{source}")
+        _text(rows, header, chosen if args.explain_rank else None, out)
+    if not rows:
+        err.write(f"{display}: no layout fits {max_gpus} {gpu.name.upper()} GPUs and compiles cleanly\n")
+        return EXIT_FAIL
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(main(sys.argv[1:], sys.stdout, sys.stderr))
