@@ -15,7 +15,7 @@ TYPE_CHECKING = False  # `typing` itself is not imported: --help and --version s
 if TYPE_CHECKING:
     from typing import TextIO
 
-SUBCOMMANDS = ("schema", "import", "init", "lock")
+SUBCOMMANDS = ("schema", "import", "init", "lock", "size")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,6 +25,7 @@ def _parser() -> argparse.ArgumentParser:
         "and its launch command.",
         epilog="Subcommands: `megatron-compile init NAME …` writes a new spec; `megatron-compile import SCRIPT "
         "-o SPEC` turns a launch script into one; `megatron-compile lock SPEC…` pins the base image's digest; "
+        "`megatron-compile size SPEC` ranks the layouts that fit; "
         "`megatron-compile schema [--check]` writes or checks schemas/*.json. Each takes --help.",
     )
     parser.add_argument("specs", nargs="+", metavar="SPEC", help="spec files, directories of specs, or globs")
@@ -66,6 +67,10 @@ def _dispatch(argv: list[str], out: TextIO, err: TextIO) -> int:
         from .commands import lock
 
         return lock.main(argv[1:], out, err)
+    if argv and argv[0] == "size":
+        from .commands import size
+
+        return size.main(argv[1:], out, err)
     try:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse exits 0 for --help/--version and 2 for usage errors

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from compiler.megatron.gpus import GPUS
-from compiler.megatron.timing import CALIBRATION, Calibration, FlopsArgs, Parallel, step_time
+from compiler.megatron.flops import FlopsArgs
+from compiler.megatron.timing import CALIBRATION, Calibration, Parallel, step_time
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from compiler.megatron.gpus import GPUS, LINK_EFFICIENCY, gpu_named, gpu_of_flavor, worker_network
+from compiler.megatron.flops import FlopsArgs, flops_split, num_floating_point_operations
 from compiler.megatron.timing import (
-    LOGITS_BYTES_PER_ELEMENT, Calibration, FlopsArgs, Parallel, flops_split, num_floating_point_operations,
-    spec_step_time, step_time, training_time, work,
+    LOGITS_BYTES_PER_ELEMENT, Calibration, Parallel, spec_step_time, step_time, training_time, work,
 )
 
 REPO = Path(__file__).resolve().parent.parent

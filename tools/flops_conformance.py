@@ -35,7 +35,7 @@ def megatron_flops(root: Path) -> dict[str, float]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from megatron.training.training import num_floating_point_operations  # type: ignore[import-not-found]
-    from compiler.megatron.timing import FlopsArgs
+    from compiler.megatron.flops import FlopsArgs
 
     out: dict[str, float] = {}
     for case in json.loads(CASES.read_text()):

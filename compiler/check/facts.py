@@ -15,6 +15,7 @@ from ..megatron.memory import Estimate, estimate
 from ..megatron.parallel import ParallelLayout, parallel_layout, world_size
 from ..megatron.pretrain import REQUIRED_SECTIONS, is_bounded_example, is_pretrain
 from ..megatron.runfiles import default_run_root
+from ..megatron.timing import StepTime, spec_step_time
 from ..paths import normalize_path
 
 DEFAULT_MEGATRON_ROOT = "/opt/Megatron-LM"
@@ -43,6 +44,7 @@ class Facts(NamedTuple):
     pretrain_complete: bool  # pretrain_gpt.py with every required section
     flags: tuple[Flag, ...] | None  # pretrain_gpt.py's typed flags
     estimate: Estimate | None
+    step_time: StepTime | None  # the step-time model on the worker flavor's GPU
     prepare_output_dir: str | None  # the preparation step's output directory (default applied)
     prepared: tuple[Prefix, ...] | None  # the prefixes it writes, which training reads
 
@@ -79,14 +81,17 @@ def derive(sections: dict[str, Any], name: str | None) -> Facts:
     if prepare is not None and (prepare.output_dir is not None or mount is not None):
         out_dir = normalize_path(prepare.output_dir or f"{mount}/{DATA_DIR}/{name or 'data'}")
         prepared = prefixes([(i.path, i.weight) for i in prepare.inputs], list(prepare.json_keys), out_dir)
-    flag_list = est = None
+    flag_list = est = step = None
     if complete and par is not None and (prepare is None or prepared is not None):
         view = SpecView(training, par, res, prepared)
         flag_list = tuple(flags(view))
         if layout is not None and res is not None and training.batch.global_ % (training.batch.micro * layout.data) == 0:
             est = estimate(view, layout)
+            if est is not None:
+                step = spec_step_time(view, layout=layout, est=est)
     return Facts(
         name=name, world=world, layout=layout, mount_path=mount, run_root=run_root, run_root_written=written,
         megatron_root=root, script=script, is_pretrain=pretrain, is_bounded_example=bounded,
-        pretrain_complete=complete, flags=flag_list, estimate=est, prepare_output_dir=out_dir, prepared=prepared,
+        pretrain_complete=complete, flags=flag_list, estimate=est, step_time=step, prepare_output_dir=out_dir,
+        prepared=prepared,
     )

@@ -43,7 +43,29 @@ def explain_data(plan: Plan) -> dict:
             "checkpoint": f"{plan.run_root}/{CHECKPOINT_DIR}",
         },
         **_pretrain_data(plan),
+        **_timing_data(plan),
     }
+
+
+def _timing_data(plan: Plan) -> dict:
+    """The step-time model's figures and terms (megatron/timing.py)."""
+    pre = plan.pretrain
+    if pre is None:
+        return {}
+    step, total = pre.step_time, pre.training_time
+    if step is None:
+        return {"timing": None}
+    return {"timing": {
+        "seconds_per_iteration": step.seconds,
+        "tokens_per_second": step.tokens_per_second,
+        "tflops_per_gpu": step.tflops_per_gpu,
+        "flops_per_iteration": step.flops,
+        "train_iterations": None if total is None else total.iterations,
+        "train_seconds": None if total is None else total.seconds,
+        "gpu_hours": None if total is None else total.gpu_hours,
+        "calibration": step.utilisation_source,
+        "terms": [term._asdict() for term in step.terms],
+    }}
 
 
 def _pretrain_data(plan: Plan) -> dict:

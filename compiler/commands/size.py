@@ -17,6 +17,12 @@ import argparse
 import json
 from typing import Any, NamedTuple, TextIO
 
+from ..load.compose import Override
+from ..megatron.memory import estimate
+from ..megatron.parallel import data_parallel_size, model_parallel_size, parallel_layout, world_size
+from ..megatron.timing import spec_step_time, training_time
+from ..pipeline import compile_spec
+
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 MICRO_BATCHES = (1, 2, 4, 8)
 CONTEXT_SIZES = (1, 2, 4, 8)
@@ -25,20 +31,8 @@ RECOMPUTE = (None, "selective", "full")
 CLEAN_PEAK_FRACTION = 0.9
 
 
-def _compiler() -> tuple[Any, Any]:
-    """(compile_spec, Override): the compiler's own path, one place to repoint after the move."""
-    from compiler.pipeline import compile_spec
-
-    try:
-        from compiler.load.compose import Override  # type: ignore[import-not-found]
-    except ImportError:
-        from compiler.compose import Override  # type: ignore[no-redef]
-    return compile_spec, Override
-
-
 def compile_candidate(path: str, display: str, overrides: tuple[str, ...]) -> list[Any]:
     """Every diagnostic compiling the spec with these --set overrides gives (the CLI's own path)."""
-    compile_spec, Override = _compiler()
     result = compile_spec(path, display, overrides=tuple(Override(o) for o in overrides), render_files=False)
     return list(result.diagnostics) if result.ok else list(result.diagnostics) or ["no plan"]
 
@@ -70,11 +64,11 @@ class Candidate(NamedTuple):
 
     @property
     def world(self) -> int:
-        return self.workers * self.gpus_per_worker
+        return world_size(self.workers, self.gpus_per_worker)
 
     @property
     def data(self) -> int:
-        return self.world // (self.tensor * self.pipeline * self.context)
+        return data_parallel_size(self.world, self.tensor, self.pipeline, self.context)
 
     @property
     def sequence_parallel(self) -> bool:
@@ -142,7 +136,7 @@ def candidate_layouts(model: ModelFacts, global_batch: int, max_gpus: int,
     out: list[Candidate] = []
     groups = model.num_query_groups
     for workers, gpw in world_shapes(max_gpus, gpus_per_worker):
-        world = workers * gpw
+        world = world_size(workers, gpw)
         for tp in _divisors(gpw):
             # transformer_config.py:1195 and :1209-1212
             if model.num_attention_heads % tp or (groups is not None and groups % tp and tp % groups):
@@ -151,9 +145,9 @@ def candidate_layouts(model: ModelFacts, global_batch: int, max_gpus: int,
                 if world % (tp * cp) or (cp > 1 and model.seq_length % (2 * cp)):  # arguments.py:1286-1289
                     continue
                 for pp in _divisors(model.num_layers):  # arguments.py:976-977
-                    if world % (tp * cp * pp):
+                    if world % model_parallel_size(tp, pp, cp):
                         continue
-                    dp = world // (tp * cp * pp)
+                    dp = data_parallel_size(world, tp, pp, cp)
                     if model.expert > 1 and world % (tp * model.expert * pp):
                         continue
                     for micro in MICRO_BATCHES:
@@ -215,21 +209,20 @@ def candidate_spec(spec: Any, c: Candidate, gpu: Any) -> Any:
 
 def size_candidate(spec: Any, c: Candidate, gpu: Any) -> Sized | None:
     """Memory and time of one candidate; None when it does not fit the GPU cleanly."""
-    from compiler.megatron.timing import _megatron, spec_step_time, training_time
-
-    estimate, layout_of, _ = _megatron()
     view = candidate_spec(spec, c, gpu)
-    layout = layout_of(view.resources, view.parallelism)
+    res, par = view.resources, view.parallelism
+    layout = parallel_layout(res.workers, res.gpus_per_worker, par.tensor, par.pipeline, par.context, par.expert,
+                             par.expert_tensor)
     if layout is None:
         return None
     est = estimate(view, layout)
     if est is None or est.peak_fraction_of_gpu is None or est.peak_fraction_of_gpu > CLEAN_PEAK_FRACTION:
         return None
-    step = spec_step_time(view, gpu)
+    step = spec_step_time(view, gpu, layout=layout, est=est)
     if step is None:
         return None
     t = spec.training
-    total = training_time(step, c.world, t.batch.global_, t.train_iters, getattr(t, "train_samples", None))
+    total = training_time(step, c.world, t.batch.global_, t.train_iters, t.train_samples)
     return Sized(c, est.peak_mb * 2**20 / 1e9, est.peak_fraction_of_gpu, step,
                  None if total is None else total.seconds, None if total is None else total.gpu_hours)
 
@@ -266,7 +259,7 @@ def ranked_layouts(path: str, display: str, spec: Any, gpu: Any, max_gpus: int, 
 
 def _overrides(c: Candidate, spec: Any, gpu: Any) -> tuple[str, ...]:
     """The candidate's --set lines, and the GPU's memory when --gpu is not the flavor's GPU."""
-    from compiler.megatron.gpus import gpu_of_flavor
+    from ..megatron.gpus import gpu_of_flavor
 
     extra: tuple[str, ...] = ()
     flavor_gpu = gpu_of_flavor(spec.resources.worker_flavor)
@@ -339,13 +332,12 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    from compiler.megatron.gpus import gpu_named, gpu_of_flavor
+    from ..megatron.gpus import gpu_named, gpu_of_flavor
 
-    compile_spec, _ = _compiler()
     display = args.spec
     base = compile_spec(args.spec, display, render_files=False)
     if not base.ok:
-        from compiler.diagnostics import format_text
+        from ..diagnostics import format_text
 
         err.write(format_text([d for d in base.diagnostics]) + "\n")
         return EXIT_FAIL

@@ -1,13 +1,6 @@
 """Time per iteration of pretrain_gpt.py on a GPU type, before a GPU is spent.
 
-FLOPs per iteration are Megatron's own: `num_floating_point_operations` is a port of
-megatron/training/training.py:411-917 at the pinned commit 571370c8 (the figure Megatron divides by
-the iteration time to log "throughput per GPU (TFLOP/s/GPU)", training.py:2608-2614). The port
-covers the standard Transformer branch (training.py:570-867): dense and MoE MLPs (moe_layer_freq,
-top-k routing, shared experts, latent MoE), GQA/MHA, the attention output gate, multi-token
-prediction and the logits. It leaves out multi-latent attention (training.py:640-699), linear
-attention variants (gated delta net, :733-792) and hybrid Mamba models (:870-915): those raise
-NotImplementedError rather than return a wrong figure.
+FLOPs per iteration are Megatron's own (flops.py, a port of num_floating_point_operations).
 
 Time per iteration is a sum of labelled terms (docs/performance-model.md), on the GPU of the
 slowest (last) pipeline stage:
@@ -31,7 +24,11 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from .flops import FlopsSplit, flops_args, flops_split
 from .gpus import LINK_EFFICIENCY, Gpu, gpu_named, gpu_of_flavor, worker_network
+from .memory import Estimate, estimate
+from .parallel import ParallelLayout, parallel_layout, world_size
+from .pretrain import num_microbatches, padded_vocab_size, train_iterations, virtual_pipeline_size, vocab_size
 
 
 
@@ -78,137 +75,6 @@ ADAM_BYTES_PER_PARAM = 30
 HBM_EFFICIENCY = 0.8  # streaming kernels reach about 80 % of the HBM datasheet rate; an assumption
 
 
-def _megatron() -> tuple[Any, Any, Any]:
-    """(estimate, layout_of, pretrain helpers) wherever the compiler keeps them: the one place to
-    repoint. estimate(spec, layout) is the memory estimator, layout_of(resources, parallelism) the
-    parallel layout (None when the sizes do not divide the world)."""
-    try:
-        from compiler.megatron import memory, parallel, pretrain  # type: ignore[attr-defined]
-
-        def layout_of(res: Any, par: Any) -> Any:
-            return parallel.parallel_layout(res.workers, res.gpus_per_worker, par.tensor, par.pipeline,
-                                            par.context, par.expert, par.expert_tensor)
-    except ImportError:
-        from compiler import estimate as memory, pretrain  # type: ignore[no-redef]
-
-        layout_of = memory.layout_of
-    return memory.estimate, layout_of, pretrain
-
-
-# ---------------------------------------------------------------------------- Megatron's FLOPs
-
-
-class FlopsArgs(NamedTuple):
-    """The Megatron args num_floating_point_operations reads, under Megatron's own names (after
-    arguments.py's derivations: kv_channels, ffn_hidden_size and padded_vocab_size filled in)."""
-
-    num_layers: int
-    hidden_size: int
-    num_attention_heads: int
-    kv_channels: int
-    ffn_hidden_size: int
-    seq_length: int
-    padded_vocab_size: int
-    group_query_attention: bool = False
-    num_query_groups: int | None = None
-    swiglu: bool = False
-    num_experts: int | None = None
-    moe_layer_freq: int | list[int] = 1
-    moe_router_topk: int = 2
-    moe_ffn_hidden_size: int | None = None
-    moe_shared_expert_intermediate_size: int | None = None
-    moe_latent_size: int | None = None
-    mtp_num_layers: int | None = None
-    attention_output_gate: bool = False
-    multi_latent_attention: bool = False
-    experimental_attention_variant: str | None = None
-    hybrid_layer_pattern: str | None = None
-
-
-class FlopsSplit(NamedTuple):
-    total: float  # what Megatron's function returns for the global batch
-    logits: float  # the output layer (and MTP logits): all on the last pipeline stage
-    core_attention: float  # QK^T and (QK^T)V of all layers, forward and backward
-    per_layer: float  # (total - logits) / num_layers (MTP layers folded in)
-
-
-def num_floating_point_operations(args: Any, batch_size: int) -> float:
-    """Megatron's FLOPs for one global batch of `batch_size` sequences (training.py:411-917, BSHD
-    defaults of :444-447; the standard Transformer branch only)."""
-    if args.hybrid_layer_pattern is not None:
-        raise NotImplementedError("hybrid Mamba models (training.py:870-915) are not ported")
-    if args.multi_latent_attention:
-        raise NotImplementedError("multi-latent attention (training.py:640-699) is not ported")
-    if args.experimental_attention_variant == "gated_delta_net":
-        raise NotImplementedError("linear attention variants (training.py:733-792) are not ported")
-    seqlen_squared_sum = batch_size * args.seq_length * args.seq_length  # :444-445
-    total_tokens = batch_size * args.seq_length  # :446-447
-    # :574-575 sets args.num_query_groups = heads without GQA; a local keeps args unchanged
-    num_query_groups = args.num_query_groups if args.group_query_attention else args.num_attention_heads
-    if args.num_experts is None:  # :577-582
-        num_dense_layers, num_moe_layers, num_experts_routed_to, last_layer_is_moe = args.num_layers, 0, 0, 0
-    else:  # :583-601
-        if isinstance(args.moe_layer_freq, int):
-            pattern = [1 if i % args.moe_layer_freq == 0 else 0 for i in range(args.num_layers)]
-        elif isinstance(args.moe_layer_freq, list):
-            pattern = list(args.moe_layer_freq)
-        else:
-            raise RuntimeError("Illegal --moe-layer-freq argument provided!")
-        assert len(pattern) == args.num_layers, (len(pattern), args.num_layers)
-        num_moe_layers = sum(pattern)
-        num_dense_layers = args.num_layers - num_moe_layers
-        num_experts_routed_to = args.moe_router_topk
-        last_layer_is_moe = pattern[-1]
-    if args.mtp_num_layers is not None:  # :603-610
-        mtp_num_layers = args.mtp_num_layers
-        num_moe_layers += last_layer_is_moe * mtp_num_layers
-        num_dense_layers += (1 - last_layer_is_moe) * mtp_num_layers
-        num_layers = args.num_layers + mtp_num_layers
-    else:
-        mtp_num_layers = 0
-        num_layers = args.num_layers
-    moe_ffn = args.moe_ffn_hidden_size if args.moe_ffn_hidden_size is not None else args.ffn_hidden_size  # :612-616
-    latent = args.moe_latent_size
-    shared = 0 if args.moe_shared_expert_intermediate_size is None else args.moe_shared_expert_intermediate_size
-    fwd_bwd, fma = 3, 2  # :626, :628
-    ffn_expansion = 3 if args.swiglu else 2  # :631
-    h = args.hidden_size
-    query = args.kv_channels * args.num_attention_heads  # :702-706
-    key = value = args.kv_channels * num_query_groups
-    gate = query if args.attention_output_gate else 0
-    self_attn_term = fwd_bwd * fma * (h * (query + key + value + gate) + query * h)  # :707-722
-    core_term = fwd_bwd * fma * query / 2 * 2  # :724-730
-    self_attn_term *= num_layers  # :794-804: every layer is a standard attention layer here
-    core_term *= num_layers
-    if latent is None:
-        routed = moe_ffn * num_experts_routed_to * ffn_expansion
-    else:
-        routed = moe_ffn * num_experts_routed_to * ffn_expansion * latent / h + 2 * latent
-    return (  # :808-866
-        total_tokens * (
-            fwd_bwd * fma * h * (
-                (args.ffn_hidden_size * ffn_expansion) * num_dense_layers
-                + routed * num_moe_layers
-                + (shared * ffn_expansion) * num_moe_layers
-            )
-            + self_attn_term
-            + fwd_bwd * fma * mtp_num_layers * (3 * h + 2 * h * h)
-            + fwd_bwd * fma * h * args.padded_vocab_size * (mtp_num_layers + 1)
-        )
-        + seqlen_squared_sum * core_term
-    )
-
-
-def flops_split(args: Any, batch_size: int) -> FlopsSplit:
-    """Megatron's total, and the parts the step model places: logits, core attention, per layer."""
-    total = num_floating_point_operations(args, batch_size)
-    mtp = args.mtp_num_layers or 0
-    tokens = batch_size * args.seq_length
-    logits = 3 * 2 * args.hidden_size * args.padded_vocab_size * (mtp + 1) * tokens  # training.py:853-859
-    core = 3 * 2 * args.kv_channels * args.num_attention_heads * (args.num_layers + mtp) * batch_size * args.seq_length ** 2
-    return FlopsSplit(total, logits, core, (total - logits) / (args.num_layers + mtp))
-
-
 # ---------------------------------------------------------------------------- the step model
 
 
@@ -238,12 +104,11 @@ class Parallel(NamedTuple):
 
     @property
     def world(self) -> int:
-        return self.tensor * self.pipeline * self.context * self.data
+        return world_size(self.workers, self.gpus_per_worker)
 
     @property
     def microbatches(self) -> int:
-        # megatron/core/num_microbatches_calculator.py:381
-        return self.global_batch // (self.micro_batch * self.data)
+        return num_microbatches(self.global_batch, self.micro_batch, self.data)
 
 
 class Term(NamedTuple):
@@ -477,25 +342,12 @@ def training_time(step: StepTime, world: int, global_batch: int, train_iters: in
     """Time to train_iters, or to train_samples // global batch (training.py:1504, constant batch)."""
     if train_iters is None and train_samples is None:
         return None
-    iterations = train_iters if train_iters is not None else train_samples // global_batch  # type: ignore[operator]
+    iterations = train_iterations(train_iters, train_samples, global_batch)
     seconds = iterations * step.seconds
     return TrainingTime(iterations, seconds, seconds * world / 3600)
 
 
 # ---------------------------------------------------------------------------- from a spec
-
-
-def flops_args(model: Any, padded_vocab: int) -> FlopsArgs:
-    """FlopsArgs from a spec's training.model, with Megatron's derived values."""
-    pretrain = _megatron()[2]
-    return FlopsArgs(
-        num_layers=model.num_layers, hidden_size=model.hidden_size, num_attention_heads=model.num_attention_heads,
-        kv_channels=model.hidden_size // model.num_attention_heads,  # arguments.py:1283-1284
-        ffn_hidden_size=pretrain.ffn_hidden_size(model), seq_length=model.seq_length,
-        padded_vocab_size=padded_vocab, group_query_attention=model.num_query_groups is not None,
-        num_query_groups=model.num_query_groups, swiglu=model.swiglu, num_experts=model.num_experts,
-        moe_router_topk=model.moe_router_topk, moe_ffn_hidden_size=model.moe_ffn_hidden_size,
-    )
 
 
 def gpu_of_spec(resources: Any, name: str | None = None) -> Gpu | None:
@@ -504,29 +356,31 @@ def gpu_of_spec(resources: Any, name: str | None = None) -> Gpu | None:
 
 
 def spec_step_time(spec: Any, gpu: Gpu | None = None, utilisation: float | None = None,
-                   calibration: Calibration | None = None) -> StepTime | None:
-    """The step model for a compiled pretrain spec; None when the estimator cannot size it or the GPU
-    is unknown."""
-    estimate, layout_of, pretrain = _megatron()
+                   calibration: Calibration | None = None, *, layout: ParallelLayout | None = None,
+                   est: Estimate | None = None) -> StepTime | None:
+    """The step model for a pretrain spec, on its layout with its memory estimate (the facts pass
+    both; computed here when a caller has neither); None when the estimator cannot size it or the
+    GPU is unknown."""
     t, res, par = spec.training, spec.resources, spec.parallelism
     gpu = gpu or gpu_of_flavor(res.worker_flavor)
     if gpu is None or t.model is None or t.batch is None:
         return None
-    layout = layout_of(res, par)
-    vocab = pretrain.vocab_size(t)
+    if layout is None:
+        layout = parallel_layout(res.workers, res.gpus_per_worker, par.tensor, par.pipeline, par.context, par.expert,
+                                 par.expert_tensor)
+    vocab = vocab_size(t)
     if layout is None or vocab is None:
         return None
-    est = estimate(spec, layout)
+    est = est if est is not None else estimate(spec, layout)
     if est is None:
         return None
-    padded = pretrain.padded_vocab_size(vocab, t.model.make_vocab_size_divisible_by, layout.tensor)
+    padded = padded_vocab_size(vocab, t.model.make_vocab_size_divisible_by, layout.tensor)
     return step_time(flops_args(t.model, padded), parallel_of(spec, layout), gpu,
                      est.parameters_most_loaded_rank, utilisation, calibration)
 
 
 def parallel_of(spec: Any, layout: Any) -> Parallel:
     """A spec's layout and batch as the step model's Parallel."""
-    pretrain = _megatron()[2]
     t, res = spec.training, spec.resources
     rec = t.recompute
     args = set(t.args)
@@ -534,7 +388,7 @@ def parallel_of(spec: Any, layout: Any) -> Parallel:
         tensor=layout.tensor, pipeline=layout.pipeline, context=layout.context, data=layout.data,
         micro_batch=t.batch.micro, global_batch=t.batch.global_, gpus_per_worker=res.gpus_per_worker,
         workers=res.workers, expert=layout.expert,
-        virtual_pipeline=pretrain.virtual_pipeline_size(t.model.num_layers, layout.pipeline, t.virtual_pipeline),
+        virtual_pipeline=virtual_pipeline_size(t.model.num_layers, layout.pipeline, t.virtual_pipeline),
         # arguments.py:1378-1384: Megatron switches sequence parallel off with TP=1
         sequence_parallel=t.sequence_parallel and layout.tensor > 1,
         distributed_optimizer=t.distributed_optimizer,
@@ -544,48 +398,3 @@ def parallel_of(spec: Any, layout: Any) -> Parallel:
         overlap_grad_reduce="--overlap-grad-reduce" in args, overlap_param_gather="--overlap-param-gather" in args,
         rdma=res.rdma, local_attention=t.model.transformer_impl == "local", fused_kernels=t.fused_kernels,
     )
-
-
-def explain_lines(spec: Any, gpu: Gpu | None = None) -> list[str]:
-    """Lines for --explain and plan.md: time per iteration, tokens/s, time to train, GPU-hours, terms."""
-    step = spec_step_time(spec, gpu)
-    if step is None:
-        return []
-    t, res = spec.training, spec.resources
-    world = res.workers * res.gpus_per_worker
-    lines = [
-        f"time per iteration: {step.seconds * 1e3:.0f} ms ({step.tokens_per_second:,.0f} tokens/s, "
-        f"{step.tflops_per_gpu:.0f} TFLOP/s per GPU by Megatron's count)",
-    ]
-    total = training_time(step, world, t.batch.global_, t.train_iters, getattr(t, "train_samples", None))
-    if total is not None:
-        lines.append(f"time to train {total.iterations} iterations: {total.seconds / 3600:.1f} h, "
-                     f"{total.gpu_hours:,.0f} GPU-hours")
-    for term in step.terms:
-        state = "" if term.exposed else " (not added)"
-        label = "" if term.measured else " [not measured]"
-        lines.append(f"  {term.name:<16} {term.seconds * 1e3:9.1f} ms{state}{label}: {term.note}")
-    lines.append(f"  calibration: {step.utilisation_source}; bandwidths: compiler/megatron/gpus.py, "
-                 "docs/performance-model.md")
-    return lines
-
-
-def summary(spec: Any, gpu: Gpu | None = None) -> dict | None:
-    """What explain_lines says, as data for --explain --format json and plan.md templates."""
-    step = spec_step_time(spec, gpu)
-    if step is None:
-        return None
-    t, res = spec.training, spec.resources
-    world = res.workers * res.gpus_per_worker
-    total = training_time(step, world, t.batch.global_, t.train_iters, getattr(t, "train_samples", None))
-    return {
-        "seconds_per_iteration": step.seconds,
-        "tokens_per_second": step.tokens_per_second,
-        "tflops_per_gpu": step.tflops_per_gpu,
-        "flops_per_iteration": step.flops,
-        "train_iterations": None if total is None else total.iterations,
-        "train_seconds": None if total is None else total.seconds,
-        "gpu_hours": None if total is None else total.gpu_hours,
-        "calibration": step.utilisation_source,
-        "terms": [term._asdict() for term in step.terms],
-    }

@@ -16,9 +16,10 @@ from ..check.facts import Facts
 from ..load.lockfile import Lock, lock_path
 from ..megatron.pretrain import num_microbatches, train_iterations, virtual_pipeline_size, vocab_size
 from ..megatron.runfiles import NODES_DIR, RUNTIME_PROBE
+from ..megatron.timing import training_time
 from ..platform.aistudio import JOB_FILE, AIStudioJob, PLATFORM
 from ..platform.images import image_pins
-from .report import data_rows, report, steps_section
+from .report import data_rows, report, steps_section, time_section
 from .build_words import flag_words
 from .prepare import prepare_job, prepare_plan
 from .shell import Var, Word
@@ -96,12 +97,15 @@ def _pretrain_plan(spec: Any, facts: Facts) -> PretrainPlan | None:
     t = spec.training
     layout = facts.layout
     assert layout is not None and facts.flags is not None  # validation guarantees both
+    step = facts.step_time
     return PretrainPlan(
         flags=facts.flags, train_iters=train_iterations(t.train_iters, t.train_samples, t.batch.global_),
         save_interval=t.checkpoint.save_interval,
         num_microbatches=num_microbatches(t.batch.global_, t.batch.micro, layout.data),
         virtual_pipeline=virtual_pipeline_size(t.model.num_layers, layout.pipeline, t.virtual_pipeline),
-        estimate=facts.estimate,
+        estimate=facts.estimate, step_time=step,
+        training_time=None if step is None else training_time(step, layout.world, t.batch.global_, t.train_iters,
+                                                                t.train_samples),
     )
 
 
@@ -193,6 +197,6 @@ def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | Non
         image=image, megatron=megatron, parallel=layout, groups=groups, worker_ranks=layout.ranks_per_worker(),
         dockerfile_copy=("Megatron-LM", root), steps=steps,
         report=report(spec, facts, groups, launch, pins.job_image, pretrain, pinning(spec, lock, spec_display))
-        + _steps_report(spec, facts, steps),
+        + time_section(pretrain) + _steps_report(spec, facts, steps),
         summary=SUMMARY_ARTIFACTS,
     )

@@ -127,3 +127,23 @@ def data_rows(spec: Any, facts: Facts, vocab: int | None) -> tuple[tuple[str, st
     rows.append(("data on shared storage", f"~{_size(total)} at {TOKENS_PER_INPUT_BYTE} tokens per input byte and "
                                            f"{TOKENS_PER_SECOND_PER_WORKER:,.0f} tokens/s per worker (stated rates)"))
     return tuple(rows)
+
+
+def time_section(pretrain: PretrainPlan | None) -> tuple[ReportSection, ...]:
+    """Time per iteration, tokens/s, time to train and GPU-hours on the flavor's GPU, with every term
+    of the step model and whether a measured run backs it (megatron/timing.py)."""
+    step = None if pretrain is None else pretrain.step_time
+    if pretrain is None or step is None:
+        return ()
+    rows = [("time per iteration", f"{step.seconds * 1e3:,.0f} ms ({step.tokens_per_second:,.0f} tokens/s, "
+                                   f"{step.tflops_per_gpu:.0f} TFLOP/s per GPU by Megatron's count)")]
+    total = pretrain.training_time
+    if total is not None:
+        rows.append(("time to train", f"{total.iterations:,} iterations: {total.seconds / 3600:,.1f} h, "
+                                      f"{total.gpu_hours:,.0f} GPU-hours"))
+    for term in step.terms:
+        state = "" if term.exposed else " (overlapped, not added)"
+        label = "" if term.measured else " [not measured]"
+        rows.append((term.name, f"{term.seconds * 1e3:,.1f} ms{state}{label}: {term.note}"))
+    rows.append(("calibration", f"{step.utilisation_source}; constants and sources in docs/performance-model.md"))
+    return (ReportSection("Time (estimate)", tuple(rows)),)

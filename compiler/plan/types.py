@@ -11,6 +11,7 @@ from .shell import Word
 
 if TYPE_CHECKING:
     from ..megatron.memory import Estimate
+    from ..megatron.timing import StepTime, TrainingTime
 
 
 class Header(NamedTuple):
@@ -72,6 +73,8 @@ class PretrainPlan(NamedTuple):
     num_microbatches: int
     virtual_pipeline: int | None  # Megatron's virtual_pipeline_model_parallel_size
     estimate: "Estimate | None"
+    step_time: "StepTime | None"  # the step-time model (megatron/timing.py)
+    training_time: "TrainingTime | None"  # to the last iteration, and GPU-hours
 
 
 class Check(NamedTuple):
