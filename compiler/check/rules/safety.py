@@ -162,3 +162,25 @@ def check_credentials(ctx: RuleContext) -> Iterator[Diagnostic]:
                         "secret", path, hint=SECRET_HINT,
                     )
     yield from found.values()
+
+
+# What `megatron-compile import` writes for a value it could not know: @runtime:date@, @unset:NAME@.
+IMPORT_MARKER = re.compile(r"@(unset|runtime):([A-Za-z0-9_.-]+)@")
+
+
+def check_import_markers(ctx: RuleContext) -> Iterator[Diagnostic]:
+    # A marker is non-empty, so a script test such as [ -n "$X" ] would turn true on it: a spec that
+    # still holds one describes a run nobody ran.
+    if not IMPORT_MARKER.search("\n".join(_all_text(ctx.doc.data, []))):
+        return
+    for path, text, is_key in _strings(ctx.doc.data, ()):
+        match = IMPORT_MARKER.search(text)
+        if match:
+            kind, name = match.groups()
+            what = f"the unset variable {name}" if kind == "unset" else (
+                f"${name}" if name.isupper() else f"the output of `{name}`")
+            yield ctx.locate(
+                "import-marker", f"{dotted(path)} holds {match.group()}, the import's placeholder for {what}, "
+                "which was not known when the script was imported", path, key=is_key,
+                hint="replace it with the value the job should use",
+            )
