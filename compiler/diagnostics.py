@@ -58,6 +58,7 @@ CODES: dict[str, str] = {
     # composition
     "extends-missing": "a base spec named in extends does not exist",
     "extends-cycle": "specs extend each other in a cycle",
+    "extends-not-spec": "a base named in extends is not a .yaml/.yml spec file",
     "set-value": "a --set override that is malformed",
     # schema
     "unknown-key": "a key the schema does not define",
