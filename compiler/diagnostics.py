@@ -58,6 +58,7 @@ CODES: dict[str, str] = {
     # composition
     "extends-missing": "a base spec named in extends does not exist",
     "extends-cycle": "specs extend each other in a cycle",
+    "extends-not-spec": "a base named in extends is not a .yaml/.yml spec file",
     "set-value": "a --set override that is malformed",
     # schema
     "unknown-key": "a key the schema does not define",
@@ -70,6 +71,7 @@ CODES: dict[str, str] = {
     "run-root-is-mount": "the run root is the mount path itself",
     "read-only-storage": "a writable path under the public read-only /infini-data",
     "reserved-mount-path": "AIStudio rejects this mount point",
+    "script-outside-root": "a relative training.script climbs out of megatron.root",
     "rdma-single-worker": "RDMA has no effect for a single worker",
     # parallelism
     "parallel-divisibility": "tensor x pipeline x context does not divide the world size",
@@ -80,6 +82,7 @@ CODES: dict[str, str] = {
     "unsafe-character": "a value holds characters that cannot be made safe in an artifact",
     "credential-in-spec": "a value looks like a credential",
     "reserved-env": "an environment variable the launch command owns",
+    "import-marker": "a placeholder `import` wrote for a value it could not know (@unset:X@, @runtime:date@)",
     # pretrain_gpt.py: Megatron-LM's own argument rules
     "pretrain-missing-section": "pretrain_gpt.py needs a typed section the spec lacks",
     "pretrain-section-unused": "a pretrain section given for another script",

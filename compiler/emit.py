@@ -6,12 +6,20 @@ disk or a permission error half-way leaves the previous artifacts as they were. 
 write_temp.) Files whose bytes
 are unchanged are not touched. A file without our header is never overwritten unless forced;
 files we generated earlier that a spec no longer produces are removed.
+
+Two compilers writing one directory take turns: the update holds an exclusive flock on the output
+directory itself (no lock file to commit or to report as extra). Staging files and directories are
+named `.NAME.PID.tmp`: an interrupted run removes its own, a later run those whose process is gone.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
+import shutil
 from pathlib import Path
+from typing import Callable
 
 from .diagnostics import Diagnostic, make_error
 
@@ -87,6 +95,42 @@ def write_files(directory: Path, files: dict[str, str]) -> list[str] | None:
     return written
 
 
+_STAGING = re.compile(r"\.(?P<name>.+)\.(?P<pid>[0-9]+)\.tmp")
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this id exists (the owner a staging name records)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists, owned by another user
+        return True
+    return True
+
+
+def remove_stale_staging(directory: Path, name: str | None = None) -> list[Path]:
+    """Remove the `.NAME.PID.tmp` staging entries in `directory` whose process is gone (a killed
+    run); `name` limits it to one output's. Returns what was removed."""
+    removed = []
+    for entry in _listing(directory).values():
+        match = _STAGING.fullmatch(entry.name)
+        if match is None or (name is not None and match["name"] != name) or _alive(int(match["pid"])):
+            continue
+        path = Path(entry.path)
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except OSError:
+            continue
+        removed.append(path)
+    return removed
+
+
 def _write_new_directory(directory: Path, files: dict[str, str]) -> bool:
     """A spec's first output: every file written into a temporary directory beside it, which is
     then renamed into place, so that the directory appears whole or not at all. False when the
@@ -98,13 +142,32 @@ def _write_new_directory(directory: Path, files: dict[str, str]) -> bool:
             write_temp(tmp, name, text.encode("utf-8"), tmp / name)
         os.rename(tmp, directory)
     except OSError as exc:
-        import shutil
-
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(exc, (FileExistsError, IsADirectoryError)) or os.path.lexists(directory):
             return False
         raise
+    except BaseException:  # Ctrl-C half-way: no staging directory stays behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return True
+
+
+class _Locked:
+    """An exclusive flock on a directory, held while its files are compared and replaced."""
+
+    def __init__(self, directory: Path) -> None:
+        self.fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+
+    def __enter__(self) -> "_Locked":
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)  # closing the descriptor releases the lock
 
 
 def _listing(directory: Path) -> dict[str, os.DirEntry]:
@@ -123,6 +186,8 @@ def write_outputs(directory: Path, files: dict[str, str], *, force: bool, spec_f
         result.diagnostics.append(make_error(code, message, hint=hint, file=spec_file))
         return result
 
+    if os.path.isdir(directory.parent):
+        result.removed.extend(remove_stale_staging(directory.parent, directory.name))
     if not os.path.lexists(directory):
         try:
             os.makedirs(directory.parent, exist_ok=True)
@@ -134,8 +199,17 @@ def write_outputs(directory: Path, files: dict[str, str], *, force: bool, spec_f
                         hint="free disk space or fix the permissions, then run again")
     try:
         os.makedirs(directory, exist_ok=True)
+        lock = _Locked(directory)
     except OSError as exc:
         return fail("write-failed", f"cannot create {directory}: {exc.strerror or exc}")
+    with lock:
+        _update(directory, files, force, result, fail)
+    return result
+
+
+def _update(directory: Path, files: dict[str, str], force: bool, result: EmitResult,
+            fail: Callable[..., EmitResult]) -> None:
+    """write_outputs for a directory that exists, under its lock."""
     existing = _listing(directory)  # one listing instead of a stat per artifact
     changed: dict[str, bytes] = {}
     for name, text in files.items():
@@ -162,27 +236,38 @@ def write_outputs(directory: Path, files: dict[str, str], *, force: bool, spec_f
             continue
         changed[name] = data
     if result.diagnostics:
-        return result
+        return
     temps: dict[str, Path] = {}
     try:
         for name, data in changed.items():
             temps[name] = write_temp(directory, name, data)
-    except OSError as exc:
+    except BaseException as exc:  # a full disk, or Ctrl-C: no temporary file stays behind
         for tmp in temps.values():
             tmp.unlink(missing_ok=True)
-        for leftover in directory.glob(".*.tmp"):
-            leftover.unlink(missing_ok=True)
-        return fail("write-failed", f"cannot write the artifacts in {directory}: {exc.strerror or exc}; "
-                    "nothing was changed", hint="free disk space or fix the permissions, then run again")
-    for name, tmp in temps.items():
-        os.replace(tmp, directory / name)
-        result.written.append(directory / name)
+        if not isinstance(exc, OSError):
+            raise
+        fail("write-failed", f"cannot write the artifacts in {directory}: {exc.strerror or exc}; "
+             "nothing was changed", hint="free disk space or fix the permissions, then run again")
+        return
+    try:
+        for name in list(temps):
+            os.replace(temps[name], directory / name)
+            del temps[name]
+            result.written.append(directory / name)
+    finally:
+        for tmp in temps.values():
+            tmp.unlink(missing_ok=True)
     for name in sorted(existing):
         entry = existing[name]
+        match = _STAGING.fullmatch(name)
+        if match is not None:
+            # under the lock no other writer has staging files here: one left is a killed run's
+            if not _alive(int(match["pid"])):
+                Path(entry.path).unlink(missing_ok=True)
+            continue
         if name not in files and entry.is_file() and is_generated(Path(entry.path)):
             os.unlink(entry.path)
             result.removed.append(directory / name)
-    return result
 
 
 class CheckResult:

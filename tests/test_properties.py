@@ -166,3 +166,48 @@ def test_spec_values_reach_torchrun_literally(tmp_path_factory, args, env_value,
                f"mnt/{dirname}/exit_status"} | {f"bin/{n}" for n in ("nvidia-smi", "make", "python", "torchrun")}
     assert set(created) <= allowed, set(created) - allowed
     assert not any(p.name == "PWNED" for p in tmp.rglob("*")), "a spec value was executed"
+
+
+# Hostile values (issue 14): each must be refused with a diagnostic, never a traceback, and no artifact.
+HOSTILE = [
+    "a\u202eb", "x\u200by", "\u2066rm\u2069", "in\ufefftext", "@unset:MODEL_PATH@", "@runtime:date@",
+    "hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345", "nvapi-AbCdEfGh0123456789xyz", "sk-AbCdEfGhIjKlMnOpQrStUv",
+    "xoxb-1234567890-abcdef", "WANDB_API_KEY=0123456789abcdef0123456789abcdef01234567", "DB_PASSWORD=hunter2",
+]
+
+
+@st.composite
+def hostile_specs(draw):
+    data = yaml.safe_load(draw(st.sampled_from(VALID)))
+    value = draw(st.sampled_from(HOSTILE))
+    where = draw(st.sampled_from(["arg", "env", "env-name", "script", "extends", "password-flag"]))
+    training = data["training"]
+    if where == "arg":
+        training["args"] = [*training.get("args", []), value]
+    elif where == "env":
+        training.setdefault("env", {})["NCCL_DEBUG"] = value
+    elif where == "env-name":
+        training.setdefault("env", {})[draw(st.sampled_from(["WANDB_API_KEY", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY",
+                                                             "MY_PASSWORD"]))] = "0123456789abcdef" * 2
+    elif where == "script":
+        training["script"] = "examples/" + value + ".py"
+    elif where == "extends":
+        data = {"extends": draw(st.sampled_from(["../../../../../../etc/shadow", "/etc/passwd", "/proc/self/environ",
+                                                 "base.yaml\u202e"])), **data}
+    else:
+        training["args"] = [*training.get("args", []), "--password", value]
+    return yaml.safe_dump(data, allow_unicode=True)
+
+
+@SETTINGS
+@given(hostile_specs())
+def test_hostile_values_are_refused_without_a_traceback(tmp_path_factory, text):
+    directory = tmp_path_factory.mktemp("hostile")
+    spec = directory / "hostile.yaml"
+    spec.write_text(text, encoding="utf-8")
+    out, err = io.StringIO(), io.StringIO()
+    code = main([str(spec), "-o", str(directory / "out")], out, err)
+    assert code == 1, out.getvalue() + err.getvalue()
+    assert "Traceback" not in err.getvalue()
+    assert "root:" not in out.getvalue() + err.getvalue(), "a non-spec file's content was echoed"
+    assert not (directory / "out").exists()

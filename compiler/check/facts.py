@@ -16,7 +16,7 @@ from ..megatron.parallel import ParallelLayout, parallel_layout, world_size
 from ..megatron.pretrain import REQUIRED_SECTIONS, is_bounded_example, is_pretrain
 from ..megatron.runfiles import default_run_root
 from ..megatron.timing import StepTime, spec_step_time
-from ..paths import normalize_path
+from ..paths import is_within, normalize_path
 
 DEFAULT_MEGATRON_ROOT = "/opt/Megatron-LM"
 
@@ -39,6 +39,7 @@ class Facts(NamedTuple):
     run_root_written: str | None  # storage.run_root as the spec wrote it
     megatron_root: str  # normalised
     script: str | None  # the training script, absolute and normalised
+    script_escapes_root: bool  # a relative training.script whose '..' leave megatron.root
     is_pretrain: bool
     is_bounded_example: bool
     pretrain_complete: bool  # pretrain_gpt.py with every required section
@@ -73,6 +74,8 @@ def derive(sections: dict[str, Any], name: str | None) -> Facts:
         run_root = normalize_path(written) if written is not None else default_run_root(mount, name or "run")
     root = normalize_path(megatron.root if megatron is not None else DEFAULT_MEGATRON_ROOT)
     script = None if training is None else script_path(training.script, root)
+    escapes = (training is not None and not training.script.startswith("/") and script is not None
+               and not is_within(script, root))
     pretrain = training is not None and is_pretrain(training.script)
     bounded = training is not None and is_bounded_example(training.script, root)
     complete = pretrain and all(getattr(training, s) is not None for s in REQUIRED_SECTIONS)
@@ -85,13 +88,16 @@ def derive(sections: dict[str, Any], name: str | None) -> Facts:
     if complete and par is not None and (prepare is None or prepared is not None):
         view = SpecView(training, par, res, prepared)
         flag_list = tuple(flags(view))
-        if layout is not None and res is not None and training.batch.global_ % (training.batch.micro * layout.data) == 0:
+        # no estimate without a training length: megatron-train-length reports that spec instead
+        length = training.train_iters is not None or training.train_samples is not None
+        if layout is not None and res is not None and length and \
+                training.batch.global_ % (training.batch.micro * layout.data) == 0:
             est = estimate(view, layout)
             if est is not None:
                 step = spec_step_time(view, layout=layout, est=est)
     return Facts(
         name=name, world=world, layout=layout, mount_path=mount, run_root=run_root, run_root_written=written,
-        megatron_root=root, script=script, is_pretrain=pretrain, is_bounded_example=bounded,
-        pretrain_complete=complete, flags=flag_list, estimate=est, step_time=step, prepare_output_dir=out_dir,
-        prepared=prepared,
+        megatron_root=root, script=script, script_escapes_root=escapes, is_pretrain=pretrain,
+        is_bounded_example=bounded, pretrain_complete=complete, flags=flag_list, estimate=est, step_time=step,
+        prepare_output_dir=out_dir, prepared=prepared,
     )

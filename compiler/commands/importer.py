@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import posixpath
 import re
 import shutil
 import stat
@@ -31,6 +32,7 @@ from typing import Any, TextIO
 
 import yaml
 
+from ..check.rules.safety import credential_flags, credential_shape, is_credential_env
 from ..check.validate import is_number
 from ..load.discover import recorded_path
 from ..megatron.flags import IMPLIED, UNFUSED_FLAGS, import_table
@@ -40,13 +42,22 @@ from .compile import check_written, refuses_overwrite, relative_to_spec
 MARKER = re.compile(r"@(unset|runtime):([A-Za-z0-9_.-]+)@")
 NOOP_COMMANDS = ("mkdir", "rm", "cp", "mv", "ln", "touch", "chmod", "chown", "pip", "pip3", "git", "wget", "curl",
                  "apt-get", "conda", "module", "sleep", "tee", "sudo", "export_env", "srun", "scontrol")
+# Commands that run another command (uv run python …, nsys profile … torchrun …): the stub runs it
+# from the first word that is a launcher, and does nothing when there is none.
+WRAPPER_COMMANDS = ("uv", "nsys", "numactl", "taskset", "nohup", "stdbuf", "ncu")
 RUNTIME_COMMANDS = ("date", "hostname", "nvidia-smi", "nproc", "whoami", "uuidgen", "shuf")
 TORCHRUN_VALUE_OPTIONS = {
     "nproc_per_node", "nnodes", "node_rank", "master_addr", "master_port", "rdzv_id", "rdzv_backend",
     "rdzv_endpoint", "rdzv_conf", "max_restarts", "monitor_interval", "start_method", "role", "log_dir",
     "redirects", "tee", "local_addr", "logs_specs", "local_ranks_filter",
 }
-SHELL_VARIABLES = {"PWD", "OLDPWD", "SHLVL", "_"}
+SHELL_VARIABLES = {"PWD", "OLDPWD", "SHLVL", "_", "BASH_ENV"}
+# The top-level entry points of Megatron-LM at the pinned commit (`git ls-tree 571370c8`): the import
+# runs a script in a directory holding placeholders of them, as if in Megatron-LM's root.
+ENTRY_POINTS = ("gpt_builders.py", "hybrid_builders.py", "mamba_builders.py", "model_provider.py", "pretrain_gpt.py",
+                "pretrain_hybrid.py", "pretrain_mamba.py", "pretrain_vlm.py", "setup.py", "train_rl.py")
+TOP_DIRECTORIES = ("docker", "docs", "examples", "images", "megatron", "scripts", "tasks", "tests", "tools")
+RANDOM_SEEDS = (1, 2)
 MANAGED = {
     "--save": "checkpoints go to $RUN_ROOT/ckpt on the shared storage",
     "--load": "a resumed run loads from $RUN_ROOT/ckpt (training.checkpoint.resume)",
@@ -77,6 +88,7 @@ class Recorded:
     unset: list[str] = field(default_factory=list)
     calls: int = 1
     env: dict[str, str] = field(default_factory=dict)  # what the script exported for the launcher
+    notes: list[str] = field(default_factory=list)  # how the script's path was mapped
 
 
 @dataclass
@@ -93,8 +105,9 @@ def _write_stub(path: Path, body: str) -> None:
 
 def _stubs(directory: Path, record: Path) -> None:
     def recorder(program: str) -> str:
+        # the working directory first: a relative script path is relative to it
         return (f'[ -e "{record}.env" ] || env -0 > "{record}.env"; '
-                f'{{ printf "%s\\0" {program} "$@"; printf "\\n"; }} >> "{record}"; exit 0')
+                f'{{ printf "%s\\0" "$PWD" {program} "$@"; printf "\\n"; }} >> "{record}"; exit 0')
 
     _write_stub(directory / "torchrun", recorder("torchrun") + "\n")
     for name in ("python", "python3"):
@@ -110,56 +123,115 @@ def _stubs(directory: Path, record: Path) -> None:
         _write_stub(directory / name, "exit 0\n")
     for name in RUNTIME_COMMANDS:
         _write_stub(directory / name, f'printf "@runtime:{name}@"\n')
+    for name in WRAPPER_COMMANDS:
+        _write_stub(directory / name, (
+            'while [ $# -gt 0 ]; do case "$1" in python|python3|torchrun|*/python|*/python3|*/torchrun) '
+            'exec "$@" ;; esac; shift; done\nexit 0\n'))
+
+
+def _megatron_tree(root: Path) -> None:
+    """A directory laid out like Megatron-LM's root, so a script's `[ -f pretrain_gpt.py ]` passes."""
+    for name in ENTRY_POINTS:
+        (root / name).write_text("# placeholder written by megatron-compile import\n")
+    for name in TOP_DIRECTORIES:
+        (root / name).mkdir()
+
+
+def _tail(text: str, lines: int = 10) -> str:
+    """The last lines a script printed, indented, or '(nothing)'."""
+    kept = [line for line in text.strip("\n").splitlines()][-lines:]
+    return "\n".join(f"    {line}" for line in kept) if kept else "    (nothing)"
+
+
+def _run_once(bash: str, script: Path, positional: list[str], cwd: Path, env: dict[str, str],
+              timeout: float) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run([bash, "-u", str(script.resolve()), *positional], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as exc:
+        def text(data: bytes | str | None) -> str:
+            return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
+        raise ImportFailed(
+            f"the script was still running after {timeout:g} s (waiting for input, a service or a loop?) and was "
+            f"stopped; give it what it waits for, or a longer --timeout.\n  stdout (last lines):\n"
+            f"{_tail(text(exc.stdout))}\n  stderr (last lines):\n{_tail(text(exc.stderr))}") from None
+
+
+def _calls(record: Path) -> list[list[str]]:
+    return [c.decode(errors="replace").split("\0")[:-1] for c in record.read_bytes().split(b"\n") if c]
 
 
 def record_script(script: Path, positional: list[str], env: dict[str, str] | None = None,
-                  timeout: float = 30) -> Recorded:
-    """Run the script under bash against the stubs; returns the launcher's first recorded argv."""
+                  timeout: float = 30, cwd: str | None = None) -> Recorded:
+    """Run the script under bash against the stubs; returns the launcher's first recorded argv.
+
+    `cwd`: where the script runs; relative, inside the placeholder Megatron-LM root (default: the root
+    itself), absolute, a real directory. An unset variable is found with `bash -u` and then set empty
+    for the next run, so the script sees what bash gives it: an empty value.
+    """
     bash = shutil.which("bash")
     if bash is None:
         raise ImportFailed("bash is needed to import a script")
     unset: list[str] = []
     with tempfile.TemporaryDirectory(prefix="mc-import-") as tmp:
-        work = Path(tmp)
-        bin_dir = work / "bin"
-        bin_dir.mkdir()
+        work = Path(tmp).resolve()
+        bin_dir, home, root = work / "bin", work / "home", work / "Megatron-LM"
+        for directory in (bin_dir, home, root):
+            directory.mkdir()
+        _megatron_tree(root)
         record = work / "record"
         _stubs(bin_dir, record)
-        base_env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(work), "LANG": "C.UTF-8", **(env or {})}
-        for _ in range(32):
-            record.write_bytes(b"")
-            Path(f"{record}.env").unlink(missing_ok=True)
-            run_env = dict(base_env)
-            run_env.update({name: f"@unset:{name}@" for name in unset})
-            proc = subprocess.run([bash, "-u", str(script.resolve()), *positional], cwd=work, env=run_env,
-                                  capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-            missing = re.search(r"(\$?[A-Za-z_0-9@*#]+): unbound variable", proc.stderr)
-            if missing and not record.read_bytes():
-                name = missing.group(1).lstrip("$")
-                if name.isdigit():
-                    raise ImportFailed(f"the script reads positional parameter ${name}: pass it after `--`")
-                if name in unset:
-                    break
-                unset.append(name)
-                continue
-            break
-        raw = record.read_bytes()
-        env_file = Path(f"{record}.env")
-        exported = env_file.read_bytes().decode(errors="replace").split("\0") if env_file.exists() else []
+        run_dir = _run_dir(root, cwd)
+        bash_env = work / "bash_env"
+        base_env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8",
+                    "BASH_ENV": str(bash_env), **(env or {})}
+        runs: list[list[list[str]]] = []
+        for seed in RANDOM_SEEDS:  # a second run with another $RANDOM seed finds the values it chose
+            bash_env.write_text(f"RANDOM={seed}\n")
+            proc = None
+            for _ in range(64):
+                record.write_bytes(b"")
+                Path(f"{record}.env").unlink(missing_ok=True)
+                run_env = dict(base_env)
+                run_env.update({name: "" for name in unset})
+                proc = _run_once(bash, script, positional, run_dir, run_env, timeout)
+                missing = re.search(r"(\$?[A-Za-z_0-9@*#]+): unbound variable", proc.stderr)
+                if missing and not record.read_bytes():
+                    name = missing.group(1).lstrip("$")
+                    if name.isdigit():
+                        raise ImportFailed(f"the script reads positional parameter ${name}: pass it after `--`")
+                    if name in unset or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                        break
+                    unset.append(name)
+                    continue
+                break
+            assert proc is not None
+            calls = _calls(record)
+            if not calls:
+                raise ImportFailed(
+                    "the script never started torchrun, python -m torch.distributed.run, or a *.py with python "
+                    f"(bash exit status {proc.returncode}).\n  stdout (last lines):\n{_tail(proc.stdout)}\n"
+                    f"  stderr (last lines):\n{_tail(proc.stderr)}\n"
+                    "  If it tests for files or runs from another directory, --cwd DIR picks where it runs "
+                    "(relative: inside a placeholder Megatron-LM root).")
+            runs.append(calls)
+            if len(runs) == 1:
+                env_file = Path(f"{record}.env")
+                exported = env_file.read_bytes().decode(errors="replace").split("\0") if env_file.exists() else []
     seen_env = dict(item.split("=", 1) for item in exported if "=" in item)
     launched_env = {k: v for k, v in seen_env.items()
                     if k not in base_env and k not in unset and k not in SHELL_VARIABLES
                     and not k.startswith("BASH_FUNC")}
-    calls = [c for c in raw.split(b"\n") if c]
-    if not calls:
-        raise ImportFailed("the script never started torchrun, python -m torch.distributed.run, or a "
-                           f"*.py with python (bash exit status {proc.returncode}: {proc.stderr.strip()[-300:]})")
-    argv = calls[0].decode().split("\0")[:-1]
-    program, rest = argv[0], argv[1:]
+    first = _mark_random(runs[0][0], runs[1][0] if len(runs[1]) == len(runs[0]) else runs[0][0])
+    first = [_mark_temporary(token, work, root) for token in first]
+    launched_env = {k: _mark_temporary(v, work, root) for k, v in launched_env.items()}
+    pwd, program, rest = first[0], first[1], first[2:]
+    where = _Where(pwd, root, work, str(run_dir) if cwd is not None and os.path.isabs(cwd) else None)
     if program.startswith("python"):
         for index, token in enumerate(rest):
             if token.endswith(".py"):
-                return Recorded([], token, rest[index + 1:], unset, len(calls), launched_env)
+                return Recorded([], where.script(token), rest[index + 1:], unset, len(runs[0]), launched_env,
+                                where.notes)
     launcher: list[str] = []
     index = 0
     while index < len(rest) and rest[index].startswith("-"):
@@ -172,7 +244,67 @@ def record_script(script: Path, positional: list[str], env: dict[str, str] | Non
         index += 1
     if index >= len(rest):
         raise ImportFailed("torchrun was started without a training script")
-    return Recorded(launcher, rest[index], rest[index + 1:], unset, len(calls), launched_env)
+    return Recorded(launcher, where.script(rest[index]), rest[index + 1:], unset, len(runs[0]), launched_env,
+                    where.notes)
+
+
+def _run_dir(root: Path, cwd: str | None) -> Path:
+    """Where the script runs (see record_script)."""
+    if cwd is None:
+        return root
+    if os.path.isabs(cwd):
+        if not os.path.isdir(cwd):
+            raise ImportFailed(f"--cwd {cwd}: no such directory")
+        return Path(cwd)
+    target = Path(posixpath.normpath(posixpath.join(str(root), cwd)))
+    if not (target == root or root in target.parents):
+        raise ImportFailed(f"--cwd {cwd}: a relative --cwd is a directory inside Megatron-LM's root "
+                           "(examples/mamba), not above it")
+    target.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+def _mark_random(first: list[str], second: list[str]) -> list[str]:
+    """Tokens that changed with $RANDOM's seed become a marker: the script chose them at random."""
+    if len(first) != len(second):
+        return first
+    return [a if a == b else "@runtime:RANDOM@" for a, b in zip(first, second)]
+
+
+def _mark_temporary(token: str, work: Path, root: Path) -> str:
+    """The importer's temporary directory in a value becomes a marker: it is the script's $PWD or $HOME."""
+    token = token.replace(str(root), "@runtime:PWD@")
+    return token.replace(str(work / "home"), "@runtime:HOME@").replace(str(work), "@runtime:PWD@")
+
+
+class _Where:
+    """Maps the launched script's path to training.script, noting what it changed."""
+
+    def __init__(self, pwd: str, root: Path, work: Path, real_root: str | None) -> None:
+        self.pwd, self.root, self.work, self.real_root = pwd, str(root), str(work), real_root
+        self.notes: list[str] = []
+
+    def script(self, token: str) -> str:
+        real = token.replace("@runtime:PWD@", self.root)
+        if MARKER.search(real):
+            raise ImportFailed(f"the training script {_show(token)} depends on a value known only at run time")
+        path = posixpath.normpath(posixpath.join(self.pwd.replace("@runtime:PWD@", self.root), real))
+        for root in (self.root, self.real_root):
+            if root is not None and path.startswith(root.rstrip("/") + "/"):
+                return posixpath.relpath(path, root)
+        pwd = self.pwd.replace("@runtime:PWD@", self.root)
+        inside = path == self.work or path.startswith(self.work + "/")
+        if inside or not real.startswith("/") and (pwd == self.work or pwd.startswith(self.work + "/")):
+            raise ImportFailed(
+                f"the script launches {token} relative to the directory it runs in, and that resolves outside "
+                "Megatron-LM's root: the script expects to run from another directory. Pass --cwd DIR, DIR "
+                "relative to Megatron-LM's root (e.g. --cwd examples/mamba for ../../pretrain_hybrid.py)")
+        base = posixpath.basename(path)
+        if base in ENTRY_POINTS:
+            if path != posixpath.join(SEED_BASE["megatron"]["root"], base):
+                self.notes.append(f"script {token}: imported as {base} under megatron.root")
+            return base
+        return path
 
 
 def flag_groups(args: list[str]) -> list[tuple[str, tuple[str, ...]]]:
@@ -222,6 +354,8 @@ def _convert(kind: str, values: tuple[str, ...]) -> Any:
     text = values[0]
     if MARKER.search(text):
         raise ValueError(_marker_reason(text))
+    if kind not in ("int", "float") and re.search(r"[\"']", text):
+        raise ValueError("it holds quote characters, which Megatron receives as they are")
     if kind == "int":
         return int(text)
     if kind == "float":
@@ -231,7 +365,13 @@ def _convert(kind: str, values: tuple[str, ...]) -> Any:
 
 def _marker_reason(text: str) -> str:
     kind, name = MARKER.search(text).groups()  # type: ignore[union-attr]
-    return f"it depends on the unset variable {name}" if kind == "unset" else f"it is computed at run time by `{name}`"
+    if kind == "unset":
+        return f"it depends on the unset variable {name}"
+    if name == "RANDOM":
+        return "the script draws it from $RANDOM"
+    if name in ("PWD", "HOME"):
+        return f"it holds ${name}, a temporary directory while importing; import with --cwd DIR or fix the value"
+    return f"it is computed at run time by `{name}`"
 
 
 def to_spec(recorded: Recorded, name: str) -> ImportResult:
@@ -239,7 +379,11 @@ def to_spec(recorded: Recorded, name: str) -> ImportResult:
     report: list[str] = []
     data: dict = {"version": 1, "name": name}
     for variable in recorded.unset:
-        report.append(f"unset variable {variable}: the script read it; values using it are not typed")
+        report.append(f"unset variable {variable}: the script read it and bash expanded it empty; "
+                      f"import with --env {variable}=VALUE if the job sets it")
+    report += recorded.notes
+    if any(MARKER.search(t) and "@runtime:RANDOM@" in t for t in recorded.launcher + recorded.args):
+        report.append("$RANDOM: the script draws values at random; they are reported where used")
     if recorded.calls > 1:
         report.append(f"the launcher ran {recorded.calls} times; imported the first")
     options = _launcher_options(recorded.launcher)
@@ -263,15 +407,25 @@ def to_spec(recorded: Recorded, name: str) -> ImportResult:
     if os.path.basename(script) != "pretrain_gpt.py":
         report.append(f"script {script}: not pretrain_gpt.py; every flag goes to training.args")
     groups = flag_groups(recorded.args)
+    _refuse_warm_start(groups)
+    groups = _drop_credentials(groups, report)
     raw: list[str] = []
     names = {g[0] for g in groups}
     precision_set = False
     for flag, values in groups:
         if os.path.basename(script) != "pretrain_gpt.py":
+            marked = next((v for v in values if MARKER.search(v)), None)
+            if marked is not None:
+                report.append(f"{flag} {' '.join(_show(v) for v in values)}: dropped ({_marker_reason(marked)}); "
+                              "give it a fixed value in training.args")
+                continue
             raw += [flag, *values] if flag else list(values)
             continue
         if flag in MANAGED:
             if flag == "--load":
+                if not values or values == ("",):
+                    report.append("--load: dropped (its value is empty)")
+                    continue
                 _set(data, ("training", "checkpoint", "resume"), True)
             if flag == "--tensorboard-dir":
                 _set(data, ("training", "logging", "tensorboard"), True)
@@ -306,6 +460,15 @@ def to_spec(recorded: Recorded, name: str) -> ImportResult:
                           "passed through verbatim in training.args")
             continue
         path, kind = entry
+        if flag == "--split" and len(values) == 1 and re.fullmatch(r"(['\"])[0-9.,]+\1", values[0]):
+            # Megatron reads only the split's digits and dots (re.findall(r"[.0-9]+", split),
+            # megatron/core/datasets/blended_megatron_dataset_config.py:164): the quotes change nothing
+            report.append(f"--split {values[0]}: typed as {values[0][1:-1]} (Megatron ignores the quotes)")
+            values = (values[0][1:-1],)
+        if not values and kind != "switch" and not kind.startswith("const:"):
+            because = f"; unset {', '.join(recorded.unset)} expanded empty" if recorded.unset else ""
+            report.append(f"{flag}: dropped (no value{because}); give it a value in the spec")
+            continue
         try:
             value = _convert(kind, values)
         except ValueError as exc:
@@ -348,8 +511,8 @@ def to_spec(recorded: Recorded, name: str) -> ImportResult:
         for section in ("model", "batch", "optimizer", "data"):
             if section not in training:
                 report.append(f"training.{section}: the script sets none of its flags; fill it in")
-        if "train_iters" not in training:
-            report.append("training.train_iters: no --train-iters (the script may use --train-samples); fill it in")
+        if "train_iters" not in training and "train_samples" not in training:
+            report.append("training.train_iters: neither --train-iters nor --train-samples; fill one in")
         par = data.get("parallelism")
         if par:
             data["parallelism"] = par
@@ -357,7 +520,10 @@ def to_spec(recorded: Recorded, name: str) -> ImportResult:
         training["args"] = raw
     env = {}
     for key, value in sorted(recorded.env.items()):
-        if key in RESERVED_ENV or key.startswith(("MASTER_", "NODE_RANK", "NNODES")):
+        if is_credential_env(key) or credential_shape(value):
+            report.append(f"environment {key}: dropped, never written (a credential); give it to the job through "
+                          "the platform's secrets or job environment variables")
+        elif key in RESERVED_ENV or key.startswith(("MASTER_", "NODE_RANK", "NNODES")):
             report.append(f"environment {key}: dropped; the launch command sets it")
         elif MARKER.search(value):
             report.append(f"environment {key}={_show(value)}: dropped ({_marker_reason(value)})")
@@ -368,13 +534,44 @@ def to_spec(recorded: Recorded, name: str) -> ImportResult:
     return ImportResult(data=_ordered(data), report=report, recorded=recorded)
 
 
+def _refuse_warm_start(groups: list[tuple[str, tuple[str, ...]]]) -> None:
+    """`--load DIR` other than `--save`'s DIR warm-starts from a checkpoint the spec cannot re-point."""
+    given = dict(groups)
+    load, save = given.get("--load"), given.get("--save")
+    if not load or load == ("",) or any(MARKER.search(v) for v in load):
+        return
+    if save is not None and [posixpath.normpath(v) for v in load] == [posixpath.normpath(v) for v in save]:
+        return
+    raise ImportFailed(
+        f"--load {' '.join(load)} is not the --save directory ({' '.join(save) if save else 'none'}): the script "
+        "starts from an existing checkpoint, and a spec's --load is always its own $RUN_ROOT/ckpt, so importing "
+        "it would silently train from scratch. Remove --load from the script (or make it equal --save) and "
+        "import again, then add the checkpoint to the spec: a Megatron checkpoint as training.args "
+        f"[--pretrained-checkpoint, {' '.join(load)}] (with --finetune to load weights only); Hugging Face "
+        "weights as training.init_from")
+
+
+def _drop_credentials(groups: list[tuple[str, tuple[str, ...]]], report: list[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """Flags whose name or value is a credential are dropped, never written, and reported."""
+    kept = []
+    for flag, values in groups:
+        tokens = [flag, *values] if flag else list(values)
+        if credential_flags(tokens) or any(credential_shape(v) for v in values):
+            report.append(f"{flag or values[0]}: dropped, never written (a credential); give it to the job "
+                          "through the platform's secrets or job environment variables")
+            continue
+        kept.append((flag, values))
+    return kept
+
+
 def _show(text: str) -> str:
     """A recorded value as the script wrote it: markers back to $NAME or $(command)."""
-    return MARKER.sub(lambda m: f"${m.group(2)}" if m.group(1) == "unset" else f"$({m.group(2)})", text)
+    return MARKER.sub(lambda m: f"${m.group(2)}" if m.group(1) == "unset" or m.group(2).isupper()
+                      else f"$({m.group(2)})", text)
 
 
 ORDER = ("extends", "version", "name", "image", "megatron", "resources", "storage", "parallelism", "training")
-TRAINING_ORDER = ("script", "model", "batch", "train_iters", "optimizer", "precision", "data", "checkpoint",
+TRAINING_ORDER = ("script", "model", "batch", "train_iters", "train_samples", "optimizer", "precision", "data", "checkpoint",
                   "sequence_parallel", "distributed_optimizer", "recompute", "virtual_pipeline", "fused_kernels",
                   "logging", "eval", "args", "env", "resume")
 
@@ -383,7 +580,8 @@ def _ordered(data: dict) -> dict:
     out = {k: data[k] for k in ORDER if k in data}
     if "training" in out:
         t = out["training"]
-        out["training"] = {k: t[k] for k in TRAINING_ORDER if k in t}
+        # a key not in TRAINING_ORDER still comes out, after the ordered ones: dropping it loses a value
+        out["training"] = {**{k: t[k] for k in TRAINING_ORDER if k in t}, **t}
     return out
 
 
@@ -408,9 +606,9 @@ def render_spec(result: ImportResult, source: str, extends: str | None) -> str:
 
 
 def import_script(script: Path, name: str, positional: list[str] | None = None,
-                  env: dict[str, str] | None = None) -> ImportResult:
+                  env: dict[str, str] | None = None, cwd: str | None = None, timeout: float = 30) -> ImportResult:
     """Record and map a launch script."""
-    return to_spec(record_script(script, positional or [], env), name)
+    return to_spec(record_script(script, positional or [], env, timeout=timeout, cwd=cwd), name)
 
 
 def main(argv: list[str], out: TextIO, err: TextIO) -> int:
@@ -427,6 +625,11 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
                         help="extend this base spec (default: base.yaml beside the output, when it exists)")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="an environment variable the script reads (repeatable)")
+    parser.add_argument("--cwd", metavar="DIR",
+                        help="where the script runs: relative, a directory inside a placeholder Megatron-LM root "
+                        "(default: that root, holding its entry points); absolute, a real directory")
+    parser.add_argument("--timeout", type=float, default=30, metavar="SECONDS",
+                        help="stop a script still running after this long (default 30)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file")
     parser.epilog = "Positional parameters for the script follow `--`: import run.sh -o specs/x.yaml -- /ckpt /data"
     script_args: list[str] = []
@@ -442,7 +645,7 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
     name = args.name or re.sub(r"[^a-z0-9-]+", "-", target.stem.lower()).strip("-")[:63] or "imported"
     env = dict(item.split("=", 1) for item in args.env if "=" in item)
     try:
-        result = import_script(Path(args.script), name, script_args, env)
+        result = import_script(Path(args.script), name, script_args, env, args.cwd, args.timeout)
     except (ImportFailed, OSError) as exc:
         err.write(f"{args.script}: cannot import: {exc}\n")
         return 1

@@ -97,6 +97,20 @@ def scaffold(name: str, *, workers: int, gpus_per_worker: int, tensor: int, pipe
     )
 
 
+def _extends(given: str | None, target: Path, err: TextIO) -> str | None:
+    """The `extends` path to write, relative to the spec; '' (after saying why) when BASE is not found."""
+    if given is None:
+        # like import: a base.yaml beside the new spec is the base to extend
+        beside = target.parent / "base.yaml"
+        return "base.yaml" if beside.is_file() and target.name != "base.yaml" else None
+    if Path(given).is_file():  # as the shell sees it: from the working directory
+        return relative_to_spec(given, target)
+    if (target.parent / given).is_file():  # as a spec writes it: from the spec's directory
+        return given
+    err.write(f"--extends {given}: no such file, neither from the working directory nor from {target.parent or '.'}/\n")
+    return ""
+
+
 def main(argv: list[str], out: TextIO, err: TextIO) -> int:
     """`megatron-compile init NAME [--workers N --gpus-per-worker G --tp T --pp P --cp C] [-o FILE]`."""
     parser = argparse.ArgumentParser(prog="megatron-compile init",
@@ -108,7 +122,9 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
     parser.add_argument("--tp", type=int, default=1, help="tensor parallel")
     parser.add_argument("--pp", type=int, default=1, help="pipeline parallel")
     parser.add_argument("--cp", type=int, default=1, help="context parallel")
-    parser.add_argument("--extends", metavar="BASE", help="extend a base spec instead of writing image/megatron/storage")
+    parser.add_argument("--extends", metavar="BASE",
+                        help="extend a base spec instead of writing image/megatron/storage: a path from the working "
+                        "directory, or from the spec's directory (default: base.yaml beside the spec, when it exists)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file")
     try:
         args = parser.parse_args(argv)
@@ -117,7 +133,9 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
     target = Path(args.output or f"specs/{args.name}.yaml")
     if refuses_overwrite(target, args.force, err):
         return 1
-    extends = relative_to_spec(args.extends, target) if args.extends else None
+    extends = _extends(args.extends, target, err)
+    if extends == "":
+        return 2
     text = scaffold(args.name, workers=args.workers, gpus_per_worker=args.gpus_per_worker, tensor=args.tp,
                     pipeline=args.pp, context=args.cp, extends=extends)
     # Refuse an impossible layout with the compiler's own diagnostics, before anything is written.

@@ -145,6 +145,15 @@ def _resolve(path: str, display: str, stack: tuple[str, ...], out: Composed) -> 
             ))
             ok = False
             continue
+        if not base_path.lower().endswith((".yaml", ".yml")):
+            # checked before the file is opened: a diagnostic quotes the lines it points at, and a
+            # base that is not a spec (../../etc/shadow) must not be read, nor its existence told
+            out.diagnostics.append(_error_at(
+                doc, where, "extends-not-spec", f"extends: {base_display} is not a spec file (.yaml or .yml); "
+                "it was not read", hint="a base is another job spec, e.g. extends: base.yaml",
+            ))
+            ok = False
+            continue
         if not os.path.isfile(base_path):
             out.diagnostics.append(_error_at(
                 doc, where, "extends-missing", f"extends: {base_display} does not exist",

@@ -2,19 +2,30 @@
 
 They live apart from models.py so that the compile path can validate with pydantic-core alone
 (compiler/coreschema.py): the generated validator in compiler/spec.py calls these functions by name.
-Imports only `re` and pydantic-core.
+Imports only `re`, `unicodedata` and pydantic-core.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Callable, NamedTuple
 
 from pydantic_core import PydanticCustomError
 
 # C0 and C1 control characters, DEL, and the Unicode line and paragraph separators: each can end a
-# line or hide text in a shell script, a Dockerfile or a terminal.
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# line or hide text in a shell script, a Dockerfile or a terminal. Also the invisible format
+# characters that reorder or hide text on screen (Trojan Source, CVE-2021-42574): the bidi
+# embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069), the zero-width characters and
+# marks (U+200B-U+200F), U+2060-U+2064, the Arabic letter mark U+061C and U+FEFF (a BOM inside text).
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+
+
+def _describe(char: str) -> str:
+    """'\\n' for a C0/C1 control character; '\\u202e' (U+202E RIGHT-TO-LEFT OVERRIDE) for a format character."""
+    if ord(char) < 0xa0:
+        return repr(char)
+    return f"{char!r} (U+{ord(char):04X} {unicodedata.name(char, 'FORMAT CHARACTER')})"
 
 
 def no_control(value: str) -> str:
@@ -22,9 +33,9 @@ def no_control(value: str) -> str:
     if match:
         raise PydanticCustomError(
             "unsafe_character",
-            "contains the control character {char} at position {pos}; newlines and control characters "
-            "cannot be made safe in a generated script",
-            {"char": repr(match.group()), "pos": match.start()},
+            "contains the control character {char} at position {pos}; newlines, control characters and "
+            "invisible format characters cannot be made safe in a generated script",
+            {"char": _describe(match.group()), "pos": match.start()},
         )
     return value
 

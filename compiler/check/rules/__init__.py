@@ -18,13 +18,14 @@ from .megatron import (
 from .parallel import (
     check_bounded_args, check_bounded_layout, check_expert_divisibility, check_parallel_divisibility, check_rdma,
 )
-from .safety import check_credentials, check_image_values, check_reserved_env
-from .storage import check_read_only, check_reserved_mount, check_run_root
+from .safety import check_credentials, check_image_values, check_import_markers, check_reserved_env
+from .storage import check_read_only, check_reserved_mount, check_run_root, check_script_in_root
 
 RULES: tuple[Rule, ...] = (
     Rule("run-root-is-mount", ("storage",), check_run_root),
     Rule("read-only-storage", ("storage",), check_read_only),
     Rule("reserved-mount-path", ("storage",), check_reserved_mount),
+    Rule("script-outside-root", ("training", "megatron"), check_script_in_root),
     Rule("parallel-divisibility", ("resources", "parallelism"), check_parallel_divisibility),
     Rule("expert-divisibility", ("resources", "parallelism"), check_expert_divisibility),
     Rule("bounded-example-layout", ("training", "parallelism", "resources"), check_bounded_layout),
@@ -33,6 +34,7 @@ RULES: tuple[Rule, ...] = (
     Rule("reserved-env", ("training",), check_reserved_env),
     Rule("rdma-single-worker", ("resources",), check_rdma),
     Rule("credential-in-spec", (), check_credentials),
+    Rule("import-marker", (), check_import_markers),
     Rule("pretrain-missing-section", ("training",), check_pretrain_sections),
     Rule("megatron-heads-tp", ("training", "parallelism"), check_megatron_model),
     Rule("megatron-layers-pp", ("training", "parallelism"), check_megatron_pipeline),

@@ -14,9 +14,61 @@ _CREDENTIALS = (
     (re.compile(r"\bBearer\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE), "a bearer token"),
     (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "a private key block"),
     (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"), "a GitHub token"),
+    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"), "a GitHub token"),
     (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), "an AWS access key id"),
+    (re.compile(r"\bhf_[A-Za-z0-9]{20,}"), "a Hugging Face token (hf_…)"),
+    (re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}"), "an API secret key (sk-…)"),
+    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), "a Slack token (xox…)"),
     (re.compile(r"://[^/\s:@]+:[^/\s@]+@"), "a password inside a URL"),
+    # NAME=VALUE inside one string, the name credential-ish: WANDB_API_KEY=<40 hex>, DB_PASSWORD=…
+    (re.compile(r"(?:KEY|TOKEN|SECRET)[\"']?\s*[=:]\s*[\"']?[0-9a-fA-F]{32,}\b", re.IGNORECASE),
+     "a hex key assigned to a credential's name"),
+    (re.compile(r"(?:PASSWORD|PASSWD)[\"']?\s*[=:]\s*[\"']?[^\s\"']+", re.IGNORECASE), "a password"),
 )
+
+# Credentials by NAME: an environment variable or a `--flag VALUE` whose name says it holds one.
+# An env name: *_API_KEY, *_TOKEN, *SECRET*, *PASSWORD*, *_ACCESS_KEY*, *_PRIVATE_KEY (not *CREDENTIALS,
+# which by convention names a file: GOOGLE_APPLICATION_CREDENTIALS=/path/key.json).
+CREDENTIAL_ENV = re.compile(
+    r"(?:^|_)(?:API_?KEY|TOKEN|ACCESS_?KEY|PRIVATE_?KEY|AUTH_?KEY)(?:_|$)|SECRET|PASSWORD|PASSWD",
+    re.IGNORECASE)
+# A flag: the same words, except a bare -token, which Megatron's own flags use for vocabulary items
+# (--fim-eod-token, megatron/training/arguments.py); a token flag counts with a credential's prefix.
+CREDENTIAL_FLAG = re.compile(
+    r"^--?(?:[a-z0-9-]*[-_])?(?:api[-_]?key|access[-_]?key|secret[a-z0-9-]*|password|passwd|private[-_]key|"
+    r"auth[-_]key|(?:hf|auth|access|api|github|gh|wandb|bearer|session|refresh|hub)[-_]token|credentials?)"
+    r"(?:[-_][a-z0-9-]*)?$", re.IGNORECASE)
+SECRET_HINT = ("remove it; pass the credential at run time through the platform's secrets or job environment "
+               "variables (the launch command inherits them), never in the spec")
+
+
+def credential_shape(text: str) -> str | None:
+    """What a string looks like when it holds a credential by its shape (hf_…, nvapi-…), else None."""
+    if not _ANY_CREDENTIAL.search(text):
+        return None
+    return next((what for pattern, what in _CREDENTIALS if pattern.search(text)), None)
+
+
+def is_credential_env(name: str) -> bool:
+    """An environment variable whose name says it holds a credential (WANDB_API_KEY, HF_TOKEN, …)."""
+    return bool(CREDENTIAL_ENV.search(name))
+
+
+def credential_flags(args: list) -> list[tuple[int, str]]:
+    """(index of the value, flag) for each `--flag VALUE` / `--flag=VALUE` in args naming a credential."""
+    out: list[tuple[int, str]] = []
+    for index, token in enumerate(args):
+        if not isinstance(token, str) or not token.startswith("-"):
+            continue
+        flag, sep, value = token.partition("=")
+        if not CREDENTIAL_FLAG.match(flag):
+            continue
+        if sep and value:
+            out.append((index, flag))
+        elif not sep and index + 1 < len(args) and isinstance(args[index + 1], str) \
+                and not args[index + 1].startswith("--"):
+            out.append((index + 1, flag))
+    return out
 
 
 def check_image_values(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -77,16 +129,58 @@ def _all_text(value: Any, out: list[str]) -> list[str]:
 def check_credentials(ctx: RuleContext) -> Iterator[Diagnostic]:
     # A spec almost never holds a credential: one search over all its text first (every string is
     # in it verbatim, so nothing a string matches is missed), the walk with paths only on a match.
-    if not _ANY_CREDENTIAL.search("\n".join(_all_text(ctx.doc.data, []))):
+    found: dict[tuple, Diagnostic] = {}
+    if _ANY_CREDENTIAL.search("\n".join(_all_text(ctx.doc.data, []))):
+        for path, text, is_key in _strings(ctx.doc.data, ()):
+            what = credential_shape(text)
+            if what is not None:
+                found[path] = ctx.locate(
+                    "credential-in-spec", f"{dotted(path)} looks like {what}; a spec is committed and its "
+                    "artifacts are reviewed, so it must hold no secret", path, key=is_key, hint=SECRET_HINT,
+                )
+    training = ctx.doc.data.get("training") if isinstance(ctx.doc.data, dict) else None
+    if isinstance(training, dict):
+        env = training.get("env")
+        if isinstance(env, dict):
+            for name, value in env.items():
+                path = ("training", "env", name)
+                if isinstance(name, str) and is_credential_env(name) and value not in (None, "") \
+                        and path not in found:
+                    found[path] = ctx.locate(
+                        "credential-in-spec", f"training.env.{name} names a credential; a spec is committed and "
+                        "its artifacts (launch.sh, job.json) are reviewed, so it must hold no secret", path,
+                        hint=SECRET_HINT,
+                    )
+        args = training.get("args")
+        if isinstance(args, list):
+            for index, flag in credential_flags(args):
+                path = ("training", "args", index)
+                if path not in found:
+                    found[path] = ctx.locate(
+                        "credential-in-spec", f"training.args[{index}] is the value of {flag}, which names a "
+                        "credential; a spec is committed and its artifacts are reviewed, so it must hold no "
+                        "secret", path, hint=SECRET_HINT,
+                    )
+    yield from found.values()
+
+
+# What `megatron-compile import` writes for a value it could not know: @runtime:date@, @unset:NAME@.
+IMPORT_MARKER = re.compile(r"@(unset|runtime):([A-Za-z0-9_.-]+)@")
+
+
+def check_import_markers(ctx: RuleContext) -> Iterator[Diagnostic]:
+    # A marker is non-empty, so a script test such as [ -n "$X" ] would turn true on it: a spec that
+    # still holds one describes a run nobody ran.
+    if not IMPORT_MARKER.search("\n".join(_all_text(ctx.doc.data, []))):
         return
     for path, text, is_key in _strings(ctx.doc.data, ()):
-        if not _ANY_CREDENTIAL.search(text):
-            continue
-        for pattern, what in _CREDENTIALS:
-            if pattern.search(text):
-                yield ctx.locate(
-                    "credential-in-spec", f"{dotted(path)} looks like {what}; a spec is committed and its "
-                    "artifacts are reviewed, so it must hold no secret", path, key=is_key,
-                    hint="remove it; the generated scripts prompt for credentials or read them from the environment",
-                )
-                break
+        match = IMPORT_MARKER.search(text)
+        if match:
+            kind, name = match.groups()
+            what = f"the unset variable {name}" if kind == "unset" else (
+                f"${name}" if name.isupper() else f"the output of `{name}`")
+            yield ctx.locate(
+                "import-marker", f"{dotted(path)} holds {match.group()}, the import's placeholder for {what}, "
+                "which was not known when the script was imported", path, key=is_key,
+                hint="replace it with the value the job should use",
+            )

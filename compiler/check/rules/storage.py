@@ -62,3 +62,16 @@ def check_reserved_mount(ctx: RuleContext) -> Iterator[Diagnostic]:
             "reserved-mount-path", f"storage.mount_path ({mount}) is {what}, which AIStudio does not allow as a mount point",
             ("storage", "mount_path"), hint="use a path such as /mnt/megatron",
         )
+
+
+def check_script_in_root(ctx: RuleContext) -> Iterator[Diagnostic]:
+    # A relative training.script is resolved under megatron.root; '..' that climb out of it name a
+    # file the image's Megatron-LM checkout does not hold (../../pretrain_hybrid.py -> /pretrain_hybrid.py).
+    if ctx.facts.script_escapes_root:
+        script = ctx.sections["training"].script  # type: ignore[attr-defined]
+        yield ctx.locate(
+            "script-outside-root", f"training.script ({script}) leaves megatron.root ({ctx.facts.megatron_root}): "
+            f"it resolves to {ctx.facts.script}", ("training", "script"),
+            hint="write the script relative to Megatron-LM's root (pretrain_hybrid.py, examples/…/x.py), or as an "
+            "absolute path",
+        )
