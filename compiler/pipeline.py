@@ -178,8 +178,13 @@ def _outcomes(items: list[tuple[str, str | None]], options: Options) -> Iterator
         return
     import multiprocessing  # not for a single spec: importing it costs more than compiling one
 
+    import signal
+
     _OPTIONS[:] = [options]
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
+    # workers ignore Ctrl-C: the parent alone handles it, cleans up and reports, without a
+    # traceback from every worker
+    with multiprocessing.get_context("fork").Pool(workers, initializer=signal.signal,
+                                                  initargs=(signal.SIGINT, signal.SIG_IGN)) as pool:
         yield from pool.imap(_process_item, items, chunksize=max(1, len(items) // (workers * 8)))
 
 
