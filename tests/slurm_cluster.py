@@ -58,6 +58,20 @@ class SlurmCluster:
         return subprocess.run(list(argv), env=env, cwd=cwd, text=True, capture_output=True,
                               timeout=timeout, check=False)
 
+    def job_record(self, job_id: str, timeout: float = 15.0) -> dict[str, str]:
+        """The finished job's fields (JobState, ExitCode, NodeList, ...) from the job completion log."""
+        deadline = time.monotonic() + timeout
+        log = self.root / "jobcomp.log"
+        while True:
+            text = log.read_text(errors="replace") if log.exists() else ""
+            for line in text.splitlines():
+                fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+                if fields.get("JobId") == job_id:
+                    return fields
+            if time.monotonic() > deadline:
+                raise AssertionError(f"job {job_id} is not in {log}:\n{text}")
+            time.sleep(0.2)
+
     def log_tails(self, lines: int = 30) -> str:
         """The last lines of every daemon log, for failure messages."""
         parts = []
@@ -148,14 +162,19 @@ def slurm_conf(root: Path, nodes: Sequence[str], ctld_port: int, node_ports: Seq
         # Several nodes share this host's CPUs: trust the node lines below over the hardware.
         "SlurmdParameters=config_overrides",
         "AccountingStorageType=accounting_storage/none",
-        "JobCompType=jobcomp/none",
+        # Finished jobs are written here, so tests can read a job's state and exit code after
+        # slurmctld forgets it (MinJobAge).
+        "JobCompType=jobcomp/filetxt",
+        f"JobCompLoc={root / 'jobcomp.log'}",
         "JobAcctGatherType=jobacct_gather/none",
         "GresTypes=gpu",
         "SlurmctldTimeout=30",
         "SlurmdTimeout=30",
         "InactiveLimit=0",
         "KillWait=5",
-        "MinJobAge=30",
+        # sbatch --wait polls every 2 s while 2 s < MinJobAge / 2, and every 8 then 32 s after that:
+        # a small MinJobAge keeps it at 2 s (and slurmctld keeps a job at least that long).
+        "MinJobAge=4",
     ]
     for name, port in zip(nodes, node_ports):
         lines.append(f"NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 Port={port} "

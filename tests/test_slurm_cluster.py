@@ -63,11 +63,6 @@ def _submit_wait(cluster: SlurmCluster, script: Path, env: dict[str, str]) -> tu
     return result.returncode, result.stdout.strip(), f"{text}\nsbatch: {result.stdout}{result.stderr}", elapsed
 
 
-def _job_record(cluster: SlurmCluster, job_id: str) -> dict[str, str]:
-    """scontrol's fields of a finished job (kept for MinJobAge seconds after it ends)."""
-    shown = cluster.run(["scontrol", "show", "job", "--oneliner", job_id])
-    assert shown.returncode == 0, shown.stderr
-    return dict(field.split("=", 1) for field in shown.stdout.split() if "=" in field)
 
 
 def _write_job(tmp_path: Path) -> Path:
@@ -101,7 +96,7 @@ def test_sbatch_test_only_accepts_a_script_that_fits_and_refuses_one_that_does_n
 def test_sbatch_wait_runs_torchrun_with_two_gloo_ranks(slurm_cluster: SlurmCluster, tmp_path: Path):
     code, job_id, out, elapsed = _submit_wait(slurm_cluster, _write_job(tmp_path), _job_env())
     assert code == 0, out
-    record = _job_record(slurm_cluster, job_id)
+    record = slurm_cluster.job_record(job_id)
     assert (record["JobState"], record["ExitCode"]) == ("COMPLETED", "0:0"), record
     for rank in (0, 1):
         # 0 + 1: each rank saw the other's value.
@@ -116,6 +111,33 @@ def test_a_failing_rank_fails_the_job_and_sbatch_wait_says_so(slurm_cluster: Slu
     assert "rank 1 fails on purpose" in out
     status = re.search(r"torchrun exited with (\d+)", out)
     assert status and status.group(1) != "0", out
-    record = _job_record(slurm_cluster, job_id)
+    record = slurm_cluster.job_record(job_id)
     # The batch script's exit status is torchrun's, and Slurm records it as the job's.
     assert record["JobState"] == "FAILED" and record["ExitCode"] == f"{status.group(1)}:0", record
+
+
+USES_CLUSTER = '''
+from slurm_cluster import slurm_cluster  # noqa: F401
+
+
+def test_needs_slurm(slurm_cluster):
+    pass
+'''
+
+
+@pytest.mark.parametrize("ci, outcome", [("true", "1 error"), ("", "1 skipped")])
+def test_without_slurm_the_fixture_skips_but_fails_under_ci(tmp_path: Path, ci: str, outcome: str):
+    import subprocess
+
+    (tmp_path / "test_uses_cluster.py").write_text(USES_CLUSTER)
+    # A PATH without /usr/bin hides sbatch and friends (the fixture also looks in /usr/sbin, /sbin,
+    # where the daemons are, but the clients are not).
+    env = {**os.environ, "CI": ci, "PATH": str(Path(sys.executable).parent),
+           "PYTHONPATH": str(Path(__file__).resolve().parent)}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+                             str(tmp_path / "test_uses_cluster.py")], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert outcome in result.stdout, result.stdout + result.stderr
+    assert re.search(r"Slurm is not installed \(missing [^)]*\bsbatch\b", result.stdout), result.stdout
+    if ci:
+        assert "CI must install it" in result.stdout, result.stdout
