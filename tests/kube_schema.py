@@ -312,8 +312,8 @@ def _error_problems(error: jsonschema.ValidationError) -> list[Problem]:
     kind, value, schema = error.validator, error.instance, error.schema
     if kind == "additionalProperties" and isinstance(value, dict):
         known = set(schema.get("properties", {}))
-        return [Problem(join_path([*parts, k]), "unknown field (the API server would drop it: not in the CRD schema)")
-                for k in sorted(set(value) - known)]
+        return [Problem(join_path([*parts, k]), "unknown field (the API server would drop it: "
+                                                "not in the CRD schema)") for k in sorted(set(value) - known)]
     if kind == "required":
         return [Problem(join_path([*parts, k]), "required field is missing")
                 for k in error.validator_value if k not in value]
@@ -351,7 +351,8 @@ def _list_problems(value: list[Any], node: Mapping[str, Any], path: list[str | i
         for index, item in enumerate(value):
             if not isinstance(item, dict):
                 continue
-            absent = [k for k in keys if k not in item and "default" not in node["items"]["properties"].get(k, {})]
+            item_schema = node.get("items", {}).get("properties", {})
+            absent = [k for k in keys if k not in item and "default" not in item_schema.get(k, {})]
             for key in absent:
                 problems.append(Problem(join_path([*path, index, key]), "list-map key is missing"))
             key_value = tuple(item.get(k) for k in keys)
@@ -372,7 +373,8 @@ def _rule_problems(value: Any, node: Mapping[str, Any], path: list[str | int]) -
         fn = RULES.get(rule)
         where = join_path(path)
         if fn is None:
-            problems.append(Problem(where, f"CEL rule not evaluated by tests/kube_schema.py (add it to RULES): {rule}"))
+            problems.append(Problem(where, "CEL rule not evaluated by tests/kube_schema.py "
+                                           f"(add it to RULES): {rule}"))
             continue
         try:
             ok = fn(value)
@@ -448,21 +450,24 @@ def trainjob_admission_problems(doc: Mapping[str, Any], runtimes: Mapping[str, M
                          f"{item['name']} is reserved: the torch runtime sets it (torch plugin webhook)")
                  for i, item in enumerate(env) if isinstance(item, dict) and item.get("name") in TORCH_RESERVED_ENV]
     ref = spec.get("runtimeRef") or {}
-    runtime = runtimes.get(ref.get("name", "")) if ref.get("kind", "ClusterTrainingRuntime") == "ClusterTrainingRuntime" else None
+    cluster_scoped = ref.get("kind", "ClusterTrainingRuntime") == "ClusterTrainingRuntime"
+    runtime = runtimes.get(ref.get("name", "")) if cluster_scoped else None
     if runtime is None:
         problems.append(Problem("spec.runtimeRef.name", f"no loaded ClusterTrainingRuntime {ref.get('name')!r} "
                                                         f"(loaded: {', '.join(sorted(runtimes)) or 'none'})"))
         return problems
     containers = _runtime_containers(runtime)
     for i, patch in enumerate(spec.get("runtimePatches") or []):
-        base = ["spec", "runtimePatches", i]
+        base: list[str | int] = ["spec", "runtimePatches", i]
         problems += _domain_prefixed_path_problems(patch.get("manager", ""), join_path([*base, "manager"]))
-        jobs = (((patch.get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec") or {}).get("replicatedJobs") or []
+        template = (patch.get("trainingRuntimeSpec") or {}).get("template") or {}
+        jobs = (template.get("spec") or {}).get("replicatedJobs") or []
         for j, job in enumerate(jobs):
-            jpath = [*base, "trainingRuntimeSpec", "template", "spec", "replicatedJobs", j]
+            jpath: list[str | int] = [*base, "trainingRuntimeSpec", "template", "spec", "replicatedJobs", j]
             if job["name"] not in containers:
-                problems.append(Problem(join_path([*jpath, "name"]), f"replicated job {job['name']!r} is not in runtime "
-                                        f"{ref['name']!r} (it has {', '.join(sorted(containers))})"))
+                problems.append(Problem(join_path([*jpath, "name"]),
+                                        f"replicated job {job['name']!r} is not in runtime {ref['name']!r} "
+                                        f"(it has {', '.join(sorted(containers))})"))
                 continue
             pod = (((job.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
             for field in ("initContainers", "containers"):
@@ -472,7 +477,8 @@ def trainjob_admission_problems(doc: Mapping[str, Any], runtimes: Mapping[str, M
                         problems.append(Problem(cpath, f"container {container['name']!r} is not in the runtime's "
                                                        f"{job['name']!r} job"))
                     elif field == "containers" and container.get("env") and container["name"] == "node":
-                        problems.append(Problem(cpath, "the node container's patch must not set env: use spec.trainer.env"))
+                        problems.append(Problem(cpath, "the node container's patch must not set env: "
+                                                       "use spec.trainer.env"))
     return problems
 
 
@@ -517,7 +523,8 @@ class Schemas:
         """Load CRDs and ClusterTrainingRuntimes from YAML files (other documents are ignored)."""
         # The C loader when PyYAML has it: the CRDs are 1.5 MB of YAML.
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        docs = [doc for path in paths for doc in yaml.load_all(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506
+        docs = [doc for path in paths
+                for doc in yaml.load_all(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506
                 if isinstance(doc, dict)]
         return cls([d for d in docs if d.get("kind") == "CustomResourceDefinition"],
                    [d for d in docs if d.get("kind") == "ClusterTrainingRuntime"])
@@ -557,7 +564,8 @@ class Schemas:
 
 def trainer_schemas(directory: Path = FIXTURES) -> Schemas:
     """Kubeflow Trainer v2.3.0's TrainJob and ClusterTrainingRuntime kinds and torch runtime (tests/fixtures)."""
-    return Schemas.from_files([*sorted(directory.glob("trainer.kubeflow.org_*.yaml")), directory / "torch_distributed.yaml"])
+    crds = sorted(directory.glob("trainer.kubeflow.org_*.yaml"))
+    return Schemas.from_files([*crds, directory / "torch_distributed.yaml"])
 
 
 # --- YAML like the API server reads it ----------------------------------------------------------

@@ -22,7 +22,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -211,13 +211,15 @@ def _stop(procs: Sequence[subprocess.Popen[bytes]]) -> None:
             proc.wait(timeout=5)
 
 
-def _wait_for(check, what: str, cluster: SlurmCluster, procs: Sequence[subprocess.Popen[bytes]]) -> None:
+def _wait_for(check: Callable[[], bool], what: str, cluster: SlurmCluster,
+              procs: Sequence[subprocess.Popen[bytes]]) -> None:
     """Poll `check` until it is true; fail with the daemon logs when a daemon died or time ran out."""
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
-        dead = [p.args[0] for p in procs if p.poll() is not None]
+        dead = [Path(str(p.args[0] if isinstance(p.args, list) else p.args)).name  # type: ignore[index]
+                for p in procs if p.poll() is not None]
         if dead:
-            raise RuntimeError(f"{', '.join(map(str, dead))} exited while waiting for {what}\n{cluster.log_tails()}")
+            raise RuntimeError(f"{', '.join(dead)} exited while waiting for {what}\n{cluster.log_tails()}")
         if check():
             return
         time.sleep(0.3)

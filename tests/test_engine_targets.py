@@ -99,6 +99,7 @@ def test_job_sbatch_asks_slurm_for_what_the_spec_says():
     assert f"--container-image='{enroot}'" in script
     assert f"--container-mounts={spec['storage']['mount_path']}:{spec['storage']['mount_path']}" in script
     assert "--no-container-mount-home" in script
+    assert "--container-env=MASTER_ADDR,MASTER_PORT" in script
     assert 'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)' in script
 
 
@@ -142,6 +143,43 @@ def test_sbatch_test_only_accepts_job_sbatch(slurm_cluster: SlurmCluster):
     result = slurm_cluster.run(["sbatch", "--test-only", str(JOB_SBATCH)])
     assert result.returncode == 0, result.stderr
     assert re.search(r"to start at .* on nodes \S+ in partition batch", result.stderr), result.stderr
+
+
+# sbatch(1) --time: "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours",
+# "days-hours:minutes" and "days-hours:minutes:seconds". An adapter that checks a spec's time limit
+# with this pattern emits only what sbatch takes. "0" matches it but means no limit in sbatch: an
+# adapter should also require a positive value. UNLIMITED, INFINITE and -1 are left out.
+SLURM_TIME = re.compile(r"^(\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2})$")
+
+
+@pytest.mark.parametrize("value, sbatch_takes, pattern_takes", [
+    ("30", True, True), ("30:15", True, True), ("1:00:00", True, True), ("100:00:00", True, True),
+    ("2-0", True, True), ("2-12", True, True), ("2-12:30", True, True), ("2-12:30:15", True, True),
+    # sbatch is lenient with a bare "days-" and the no-limit spellings; the pattern is not.
+    ("2-", True, False), ("0", True, True), ("UNLIMITED", True, False),
+    ("1:2:3:4", False, False), ("90m", False, False), ("1h", False, False), ("1.5", False, False),
+])
+def test_the_slurm_time_limit_pattern_takes_nothing_that_sbatch_refuses(
+        slurm_cluster: SlurmCluster, tmp_path: Path, value: str, sbatch_takes: bool, pattern_takes: bool):
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\nhostname\n")
+    result = slurm_cluster.run(["sbatch", "--test-only", f"--time={value}", str(script)])
+    assert (result.returncode == 0) == sbatch_takes, result.stderr
+    assert bool(SLURM_TIME.match(value)) == pattern_takes
+
+
+@pytest.mark.parametrize("override, refusal", [
+    ("--nodes=3", "Requested node configuration is not available"),
+    ("--gpus-per-node=3", "Requested node configuration is not available"),
+    ("--partition=gpu", "invalid partition specified"),
+])
+def test_sbatch_test_only_refuses_job_sbatch_asking_for_more_than_the_cluster_has(
+        slurm_cluster: SlurmCluster, override: str, refusal: str):
+    # Command-line options override the script's #SBATCH lines: the same check an adapter's
+    # "does it fit the cluster" step would get from a real cluster's --test-only.
+    result = slurm_cluster.run(["sbatch", "--test-only", override, str(JOB_SBATCH)])
+    assert result.returncode != 0
+    assert refusal in result.stderr, result.stderr
 
 
 # --- job.sbatch on the test cluster ----------------------------------------------------------------
