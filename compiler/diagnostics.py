@@ -73,6 +73,10 @@ CODES: dict[str, str] = {
     "reserved-mount-path": "AIStudio rejects this mount point",
     "script-outside-root": "a relative training.script climbs out of megatron.root",
     "rdma-single-worker": "RDMA has no effect for a single worker",
+    "platform-section": "the engine's section is missing, or one is given for another engine",
+    "slurm-time-limit": "a Slurm time limit sbatch does not read",
+    "slurm-mount": "the Slurm container does not mount the shared storage",
+    "kubernetes-name": "a name the Kubernetes API server rejects",
     # parallelism
     "parallel-divisibility": "tensor x pipeline x context does not divide the world size",
     "expert-divisibility": "expert-tensor x expert x pipeline does not divide the world size",

@@ -14,7 +14,6 @@ from ...megatron.flags import OWNED_FLAGS, arg_flag_name
 from ...megatron.parallel import model_parallel_size
 from ...megatron.pretrain import PRETRAIN_SCRIPT, PRETRAIN_SECTIONS, REQUIRED_SECTIONS, virtual_pipeline_size
 from ...paths import is_within, normalize_path
-from ...platform.aistudio import READ_ONLY_DATA
 from ..context import RuleContext
 from .parallel import world_text
 
@@ -225,10 +224,12 @@ def check_megatron_data(ctx: RuleContext) -> Iterator[Diagnostic]:
                 "data-path", f"training.data.paths[{index}] names a file ({path}); Megatron wants the prefix",
                 where, hint=f"write {path[:-4]}: Megatron opens {posixpath.basename(path[:-4])}.bin and .idx",
             )
-        elif storage is not None and not (is_within(path, storage.mount_path) or is_within(path, READ_ONLY_DATA)):
+        elif storage is not None and not (is_within(path, storage.mount_path)
+                                          or any(is_within(path, r) for r in ctx.facts.read_only_roots)):
+            also = "".join(f" or {r}" for r in ctx.facts.read_only_roots)
             yield ctx.locate(
                 "data-path", f"training.data.paths[{index}] ({normalize_path(path)}) is not under the job's mount "
-                f"({normalize_path(storage.mount_path)}) or {READ_ONLY_DATA}, so the workers cannot read it",
+                f"({normalize_path(storage.mount_path)}){also}, so the workers cannot read it",
                 where, hint="put preprocessed data on the shared storage",
             )
 
