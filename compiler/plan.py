@@ -342,9 +342,13 @@ def _verify_plan(spec: JobSpec, run_root: str, parallel: ParallelPlan, pretrain:
         for name, value in sizes:
             checks.append(_check("check_argument", f"Megatron argument {name}", _under_run_root(first + "train.log"),
                                  name, value))
-        checks.append(_check("check_last_iteration", "last logged iteration", _under_run_root(last + "train.log"),
-                             pretrain.train_iters))
-        checks.append(_check("check_no_bad_iterations", "no skipped or NaN iterations",
+        # Megatron prints its iteration lines on the last rank alone (print_rank_last(log_string),
+        # megatron/training/training.py:2692 at 571370c8), which torchrun's node ranks place on the
+        # last worker: the label names the log they are read from.
+        where = "" if workers == 1 else f" (worker {workers - 1}, the last rank's)"
+        checks.append(_check("check_last_iteration", f"last logged iteration{where}",
+                             _under_run_root(last + "train.log"), pretrain.train_iters))
+        checks.append(_check("check_no_bad_iterations", f"no skipped or NaN iterations{where}",
                              _under_run_root(last + "train.log")))
         checks.append(_check("check_content", "latest checkpointed iteration",
                              _under_run_root("ckpt/latest_checkpointed_iteration.txt"), pretrain.train_iters))
