@@ -82,7 +82,8 @@ class Scenario:
 
 
 SCENARIOS = [
-    Scenario("cpu-healthy", "nothing: a good run, for the doctor to report healthy"),
+    Scenario("cpu-torch-sees-no-gpu", "nothing in the launch: the worker's torch is a CPU build, so it sees none "
+             "of the GPUs nvidia-smi lists (true of every CPU scenario; here it is the only fault)"),
     Scenario("cpu-rank-raises", "rank 1 raises an exception during training", env={"FAIL_RANK": "1"}),
     Scenario("cpu-rendezvous-timeout", "a 2-worker job whose second worker never starts (rendezvous "
              "timeout shortened to 20 s with PET_RDZV_CONF)", workers=2, gpus=1, started=(0,),
