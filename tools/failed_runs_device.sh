@@ -114,6 +114,7 @@ for run in "$RUNS"/*/; do
   (cd "$run" && find . -path ./ckpt -prune -o -type f -print | sort) >"$KEEP/listings/$name-files.txt"
   if [ -d "$run/ckpt" ]; then
     (cd "$run/ckpt" && find . -type f -printf '%P %s\n' | sort) >"$KEEP/listings/$name-ckpt.txt"
+    cp "$run/ckpt/latest_checkpointed_iteration.txt" "$KEEP/listings/$name-latest.txt" 2>/dev/null
   fi
   note "$name: $(tr '\n' ' ' <"$KEEP/listings/$name-files.txt")"
 done

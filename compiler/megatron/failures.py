@@ -585,6 +585,12 @@ def _root_cause(lines: list[Line]) -> dict[str, Line]:
     return fields
 
 
+def _last_line(lines: list[Line]) -> tuple[Evidence, ...]:
+    """Where a log stops: its last non-blank line."""
+    last = next((x for x in reversed(lines) if x.text.strip()), None)
+    return (last.evidence(),) if last else ()
+
+
 @detector
 def killed_or_crashed(files: RunFiles, facts: Facts) -> Iterator[Finding]:
     """Exit records and torchrun's failure report: killed from outside (SIGTERM/SIGKILL) or a crash."""
@@ -599,7 +605,7 @@ def killed_or_crashed(files: RunFiles, facts: Facts) -> Iterator[Finding]:
             yield Finding(
                 "killed-sigterm" if code == 143 else "killed-signal",
                 f"worker {w.index}'s launch command was stopped from outside by {sig} (a job stop or time limit), "
-                f"not a crash{where}", (Evidence(w.path("exit_status"), 1, str(code)),),
+                f"not a crash{where}", (Evidence(w.path("exit_status"), 1, str(code)),) + _last_line(lines),
                 (Fix("platform: job time limit", "longer than the run, or"),
                  Fix("training.checkpoint.save_interval", "small enough that a checkpoint lands before the limit; "
                      "with training.checkpoint.resume a restarted job continues")),
@@ -611,7 +617,7 @@ def killed_or_crashed(files: RunFiles, facts: Facts) -> Iterator[Finding]:
                 "killed-sigkill",
                 f"worker {w.index}'s launch command ended without recording torchrun's exit status: it was "
                 "killed with SIGKILL (or the machine was lost) while torchrun ran",
-                (started.evidence(), Evidence(w.path("exit_status"), 0, "(absent)")),
+                (Evidence(w.path("exit_status"), 0, "(absent)"), started.evidence()) + _last_line(lines),
                 (Fix("platform: job time limit / memory", "the job's time limit and host memory (SIGKILL comes "
                      "from outside: the platform, or the host's out-of-memory killer)"),
                  Fix("training.checkpoint.save_interval", "small enough that a checkpoint lands before the limit")),
