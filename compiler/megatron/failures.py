@@ -615,8 +615,8 @@ def killed_or_crashed(files: RunFiles, facts: Facts) -> Iterator[Finding]:
         if code is None and started:
             yield Finding(
                 "killed-sigkill",
-                f"worker {w.index}'s launch command ended without recording torchrun's exit status: it was "
-                "killed with SIGKILL (or the machine was lost) while torchrun ran",
+                f"worker {w.index} has no exit record although torchrun started: its launch command was killed "
+                "with SIGKILL while torchrun ran (or the machine was lost; or it is still running)",
                 (Evidence(w.path("exit_status"), 0, "(absent)"), started.evidence()) + _last_line(lines),
                 (Fix("platform: job time limit / memory", "the job's time limit and host memory (SIGKILL comes "
                      "from outside: the platform, or the host's out-of-memory killer)"),
