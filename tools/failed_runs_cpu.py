@@ -184,9 +184,9 @@ def _start(launch: Path, s: Scenario, base: Path, path: str, megatron: Path, por
     return proc, console
 
 
-def run(s: Scenario) -> dict:
-    """Run one scenario; returns what happened (exit statuses, seconds)."""
-    base = WORK / s.name
+def run(s: Scenario, work: Path = WORK) -> dict:
+    """Run one scenario under WORK/<name>; returns what happened (exit statuses, seconds)."""
+    base = work / s.name
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
     megatron = base / "Megatron-LM"
