@@ -30,8 +30,9 @@ def materialize(fixture: Path, root: Path) -> Path:
         for line in listing.read_text().splitlines():
             name, size = line.rsplit(" ", 1)
             path = root / "ckpt" / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(b"\0" * min(int(size), 64))
+            if not path.exists():  # latest_checkpointed_iteration.txt is kept as it was
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(b"\0" * min(int(size), 64))
     return root
 
 
