@@ -403,8 +403,12 @@ def rendezvous(files: RunFiles, facts: Facts) -> Iterator[Finding]:
         )
 
 
+# torch's caching allocator message (c10/cuda/CUDACachingAllocator.cpp): "CUDA out of memory. Tried to
+# allocate 62.50 GiB. GPU 0 has a total capacity of 139.81 GiB of which … is free. Including non-PyTorch
+# memory, this process has 70.02 GiB memory in use. Of the allocated memory … is allocated by PyTorch, …"
 OOM = re.compile(r"(?:CUDA out of memory|OutOfMemoryError).*?Tried to allocate ([0-9.]+) ([GMK]iB)"
                  r"(?:.*?total capacity of ([0-9.]+) GiB)?")
+IN_USE = re.compile(r"this process has ([0-9.]+) ([GMK]iB) memory in use")
 
 
 def _mib(value: str, unit: str) -> float:
@@ -440,7 +444,12 @@ def out_of_memory(files: RunFiles, facts: Facts) -> Iterator[Finding]:
             parts.append(f"the compiler's peak estimate is {facts.estimate_peak_mb / 1024:,.1f} GiB per GPU")
         if capacity_gb:
             parts.append(f"the GPU has {capacity_gb:,.1f} GiB")
-        if m:
+        in_use = IN_USE.search(full.text)
+        if m and in_use:
+            needed = _mib(m.group(1), m.group(2)) + _mib(in_use.group(1), in_use.group(2))
+            parts.append(f"the process held {in_use.group(1)} {in_use.group(2)} and asked for {m.group(1)} "
+                         f"{m.group(2)} more: at least {needed / 1024:,.1f} GiB measured")
+        elif m:
             parts.append(f"the allocation that failed asked for {m.group(1)} {m.group(2)}")
         fixes = []
         micro = cheapest_micro(facts, capacity_gb * 1024) if capacity_gb else None
