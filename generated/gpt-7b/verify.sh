@@ -235,8 +235,8 @@ check_argument 'Megatron argument pipeline_model_parallel_size' "$RUN_ROOT/nodes
 check_argument 'Megatron argument context_parallel_size' "$RUN_ROOT/nodes/node-0/train.log" context_parallel_size 1
 check_argument 'Megatron argument expert_model_parallel_size' "$RUN_ROOT/nodes/node-0/train.log" expert_model_parallel_size 1
 check_argument 'Megatron argument data_parallel_size' "$RUN_ROOT/nodes/node-0/train.log" data_parallel_size 4
-check_last_iteration 'last logged iteration' "$RUN_ROOT/nodes/node-3/train.log" 50000
-check_no_bad_iterations 'no skipped or NaN iterations' "$RUN_ROOT/nodes/node-3/train.log"
+check_last_iteration "last logged iteration (worker 3, the last rank's)" "$RUN_ROOT/nodes/node-3/train.log" 50000
+check_no_bad_iterations "no skipped or NaN iterations (worker 3, the last rank's)" "$RUN_ROOT/nodes/node-3/train.log"
 check_content 'latest checkpointed iteration' "$RUN_ROOT/ckpt/latest_checkpointed_iteration.txt" 50000
 check_file 'checkpoint ckpt/iter_0050000/.metadata' "$RUN_ROOT/ckpt/iter_0050000/.metadata"
 check_file 'checkpoint ckpt/iter_0050000/metadata.json' "$RUN_ROOT/ckpt/iter_0050000/metadata.json"

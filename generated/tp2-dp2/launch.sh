@@ -6,6 +6,8 @@
 # The AIStudio launch command: paste it into the job's start command (job.json carries it too).
 # It checks the worker, builds Megatron's dataset helper, records the runtime, runs torchrun with
 # a complete train.log, records torchrun's exit status for verify.sh, and exits with that status.
+# What it prints itself before torchrun (its checks, the helper build, the runtime probe) is also
+# appended to launch.log beside train.log, so that a run that stops early leaves its reason there.
 set -euo pipefail
 
 RUN_ROOT=/mnt/megatron/runs/mcore-tp2-dp2-01
@@ -13,10 +15,33 @@ MEGATRON_ROOT=/opt/Megatron-LM
 EXPECTED_GPUS=2
 EXPECTED_NNODES=2
 
+# launch.log: set as soon as this worker's log directory is known (a worker's index is needed).
+LAUNCH_LOG=""
+
+# log_line TEXT: append TEXT to launch.log (creating its directory); nothing before it is known
+log_line() {
+  if [ -n "$LAUNCH_LOG" ]; then
+    { mkdir -p "${LAUNCH_LOG%/*}" && printf '%s\n' "$*" >>"$LAUNCH_LOG"; } 2>/dev/null || true
+  fi
+}
+
 die() {
   printf 'launch.sh: %s\n' "$*" >&2
+  log_line "launch.sh: $*"
   exit 1
 }
+
+# logged CMD...: CMD's output (stderr merged) on the console and appended to launch.log; CMD's status
+logged() {
+  "$@" 2>&1 | tee -ia "$LAUNCH_LOG"
+  return "${PIPESTATUS[0]}"
+}
+
+# stderr_logged CMD...: CMD's stdout where it was going, its stderr on the console and in launch.log
+stderr_logged() {
+  "$@" 2>&1 >&3 | tee -ia "$LAUNCH_LOG" >&2
+  return "${PIPESTATUS[0]}"
+} 3>&1
 
 is_count() {
   case "$1" in
@@ -35,13 +60,15 @@ MASTER_PORT=${MASTER_PORT:-29500}
 unset WORLD_SIZE RANK
 is_count "$NNODES" || die "WORLD_SIZE must be the number of workers, got '$NNODES'"
 is_count "$NODE_RANK" || die "RANK must be this worker's index, got '$NODE_RANK'"
+LAUNCH_LOG="$RUN_ROOT/nodes/node-$NODE_RANK"/launch.log
+log_line "launch.sh: started $(date -u +%Y-%m-%dT%H:%M:%SZ) on ${HOSTNAME:-an unnamed host} as worker $NODE_RANK of $NNODES"
 is_count "$MASTER_PORT" || die "MASTER_PORT must be a port number, got '$MASTER_PORT'"
 [ "$NNODES" -eq "$EXPECTED_NNODES" ] ||
   die "the spec asks for $EXPECTED_NNODES workers, but the platform started $NNODES (WORLD_SIZE)"
 [ "$NODE_RANK" -lt "$NNODES" ] || die "RANK $NODE_RANK is not below the worker count $NNODES"
 
 [ -d "$MEGATRON_ROOT" ] || die "Megatron-LM is not at $MEGATRON_ROOT: check the image tag and megatron.root"
-gpu_list=$(nvidia-smi --query-gpu=index --format=csv,noheader) || die "nvidia-smi failed: this worker sees no GPU"
+gpu_list=$(stderr_logged nvidia-smi --query-gpu=index --format=csv,noheader) || die "nvidia-smi failed: this worker sees no GPU"
 GPUS_PER_NODE=0
 while IFS= read -r gpu; do
   if [ -n "$gpu" ]; then
@@ -62,10 +89,13 @@ mkdir -p "$LOG_DIR"
 
 # The official mock-data example uses this small C++ helper; each worker's image filesystem is its
 # own, so every worker builds it.
-make -C /opt/Megatron-LM/megatron/core/datasets
+logged make -C /opt/Megatron-LM/megatron/core/datasets ||
+  die "building Megatron's dataset helper failed: the image needs make, a C++ compiler, the Python headers and pybind11"
 
 {
-  python -c "import torch, megatron.core; print('torch:', torch.__version__); print('cuda:', torch.version.cuda); print('gpu_count:', torch.cuda.device_count())"
+  stderr_logged python -c "import torch, megatron.core; print('torch:', torch.__version__); print('cuda:', torch.version.cuda); print('gpu_count:', torch.cuda.device_count())" ||
+    die "the runtime probe (import torch, megatron.core) failed: Megatron-LM must be importable from $MEGATRON_ROOT (PYTHONPATH)"
+  [ -n "${MEGATRON_COMMIT:-}" ] || die "MEGATRON_COMMIT is required: the image sets it (the Dockerfile's ENV)"
   printf 'megatron_commit: %s\n' "${MEGATRON_COMMIT:?MEGATRON_COMMIT is required}"
   printf 'nnodes: %s\n' "$NNODES"
   printf 'node_rank: %s\n' "$NODE_RANK"
@@ -80,6 +110,7 @@ trap 'record_exit 143; exit 143' TERM
 
 # torchrun writes through a plain pipe, which bash waits for: train.log is complete when the
 # script exits, and PIPESTATUS keeps torchrun's own exit status.
+log_line "launch.sh: torchrun starts; its output is in $TRAIN_LOG"
 cd "$RUN_ROOT"
 set +e
 torchrun \
@@ -93,6 +124,7 @@ statuses=("${PIPESTATUS[@]}")
 set -e
 torchrun_status=${statuses[0]}
 record_exit "$torchrun_status"
+log_line "launch.sh: torchrun exited with status $torchrun_status"
 if [ "${statuses[1]}" -ne 0 ] && [ "$torchrun_status" -eq 0 ]; then
   die "torchrun succeeded but $TRAIN_LOG could not be written completely"
 fi
