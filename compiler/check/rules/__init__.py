@@ -11,7 +11,7 @@ from ..context import Rule, RuleContext
 from .megatron import (
     check_distributed_optimizer_resume, check_duplicate_flags, check_megatron_batch, check_megatron_data,
     check_megatron_model, check_megatron_optimizer, check_megatron_pipeline, check_memory, check_pretrain_sections,
-    check_sequence_parallel, check_training_length,
+    check_sequence_parallel, check_storage_quota, check_training_length,
 )
 from .parallel import (
     check_bounded_args, check_bounded_layout, check_expert_divisibility, check_parallel_divisibility, check_rdma,
@@ -41,6 +41,7 @@ RULES: tuple[Rule, ...] = (
     Rule("megatron-sequence-parallel", ("training", "parallelism"), check_sequence_parallel),
     Rule("args-duplicate-flag", ("training", "parallelism"), check_duplicate_flags),
     Rule("memory-over-capacity", ("training", "parallelism", "resources"), check_memory),
+    Rule("storage-over-quota", ("training", "storage"), check_storage_quota),
     Rule("distributed-optimizer-resume", ("training",), check_distributed_optimizer_resume),
 )
 
