@@ -11,7 +11,8 @@ The layer (megatron/core/models/gpt/gpt_layer_specs.py, local and TE specs):
 - attention projections: the QKV linear keeps its input; the split q, k, v are views of the QKV
   output (attention.py get_query_key_value_tensors), which the attention keeps; unfused RoPE
   (rope_utils.py _apply_rotary_pos_emb_bshd) keeps rotate_half(q), rotate_half(k) and its new q;
-  GQA repeats k and v to n heads (dot_product_attention.py:170-176) and keeps the repeats; the
+  the unfused attention repeats GQA's k and v to n heads (dot_product_attention.py:170-176) and
+  keeps the repeats; the
   output projection keeps its input [s, b, h/TP];
 - core attention, unfused (`transformer_impl: local`, dot_product_attention.py:189-231): the softmax
   keeps its [b, n/TP, s, s] output (attention_softmax_in_fp32 is off), the dropout its bool mask,
@@ -114,7 +115,7 @@ def full_layer(x: Shape) -> Layer:
         attention += e * s * b * (q + kv) / tp + e * s * b * q / tp  # rotate_half(q), rotate_half(k), new q
         if x.groups == x.heads:
             attention += e * s * b * kv / tp  # the new k, kept by the score matmul
-    if x.groups != x.heads:
+    if x.groups != x.heads and x.local_attention:  # TE's fused attention takes the groups as they are
         attention += 2 * e * s * b * q / tp  # k and v repeated to n heads
     if x.local_attention:
         core = (2 * e + 1) * scores_elements(x)

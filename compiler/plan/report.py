@@ -106,8 +106,9 @@ def estimate_rows(est: Any, quota_gb: float | None) -> list[tuple[str, str]]:
         ("checkpoint per save", _bytes(est.checkpoint_bytes_per_save)),
         ("checkpoints retained", f"{est.checkpoint_saves} save{'s' if est.checkpoint_saves != 1 else ''}, "
                                  f"{_bytes(est.checkpoint_bytes_retained)}"),
-        ("logs and TensorBoard", f"{_bytes(est.log_bytes + est.tensorboard_bytes)} (TensorBoard not measured)"
-         if est.tensorboard_bytes else _bytes(est.log_bytes)),
+        ("logs and TensorBoard", f"{est.log_bytes + est.tensorboard_bytes:,} B "
+                                 f"({(est.log_bytes + est.tensorboard_bytes) / 1e6:,.1f} MB)"
+                                 + (", TensorBoard not measured" if est.tensorboard_bytes else "")),
         ("shared storage the run needs", _bytes(est.storage_bytes) + (
             "" if quota_gb is None else f", {est.storage_bytes / (quota_gb * 1000**3):.0%} of storage.quota_gb "
                                         f"{quota_gb:g} GB")),
