@@ -171,6 +171,26 @@ def test_tensor_and_sequence_parallel_split_each_term():
     assert any("tensor parallel 2" in text for text in plain.not_measured)
 
 
+def test_fused_attention_keeps_only_the_log_sum_exp():
+    s, b, h, n = 2048, 4, 1024, 16
+    est = estimate_of("tests/e2e/mem-l4.yaml", "training.model.transformer_impl=transformer_engine")
+    layer = _l4_layer(s, b) - 5 * b * n * s * s + 4 * b * n * s  # no scores; fp32 [b, n, s]
+    assert est.attention_buffer_mb == 0
+    assert est.layer_activations_mb == round((4 * layer + _first_stage(s, b)) / MB, 2)
+
+
+def test_pipeline_first_stage_holds_its_warm_up_micro_batches():
+    # L4 on PP 2: 2 layers a stage; 4 micro batches, so 1F1B keeps 2 in flight on the first stage
+    s, b, n = 2048, 4, 16
+    est = estimate_of("tests/e2e/mem-l4.yaml", "resources.gpus_per_worker=2", "parallelism.pipeline=2",
+                      "training.batch.global=16")
+    one = 2 * _l4_layer(s, b)  # one micro batch on the stage
+    backward = _l4_layer(s, b) + _l4_layer(s, b) + 3 * b * n * s * s
+    assert est.peak_at == "a layer's backward"
+    assert est.layer_activations_mb == round((one + backward + _first_stage(s, b)) / MB, 2)
+    assert any("pipeline parallel 2" in text for text in est.not_measured)
+
+
 def test_transformer_engine_stores_no_scores_and_says_so():
     est = estimate_of("specs/gpt-7b.yaml")
     assert est.attention_buffer_mb == 0
