@@ -20,8 +20,9 @@ The layer (megatron/core/models/gpt/gpt_layer_specs.py, local and TE specs):
   memory buffer (dot_product_attention.py:189, a [b·n/TP, s, s] tensor of e bytes kept for the whole
   run), and the backward of one layer holds four score-sized tensors of e bytes at once: the
   gradient of the masked scores and, in autograd's CopySlices for the in-place masked_fill_ on a
-  view (utils.py:54), its base-sized copy, the clone it hands masked_fill's backward, and that
-  backward's output. Fused attention (Transformer Engine) keeps no scores, only the output's
+  view (utils.py:54; PyTorch's torch/csrc/autograd/functions/tensor.cpp CopySlices::apply_impl),
+  its base-sized copy, the clone it hands masked_fill's backward, and that backward's output. The
+  dropout mask is bool on CUDA (PyTorch's aten/src/ATen/native/cuda/Dropout.cu dropout_cuda). Fused attention (Transformer Engine) keeps no scores, only the output's
   log-sum-exp [b, n/TP, s] in fp32: derived from the source, not measured;
 - MLP: the fc1 input; GeLU keeps fc1's output and fc2 its input (4 × h each); SwiGLU keeps fc1's
   output (2 × ffn), SiLU's output and fc2's input (ffn each), or with the fused bias-SwiGLU fc1's
