@@ -118,6 +118,8 @@ CODES: dict[str, str] = {
     "distributed-optimizer-resume": "a distributed-optimizer resume that fails without Apex or TE",
     "memory-over-capacity": "the peak memory estimate exceeds the GPU's memory",
     "memory-near-capacity": "the peak memory estimate is above 90% of the GPU's memory",
+    "storage-over-quota": "the run's checkpoints, logs and TensorBoard exceed storage.quota_gb",
+    "storage-near-quota": "the run's checkpoints, logs and TensorBoard are above 90% of storage.quota_gb",
     # output (emit stage): about the files on disk, not the spec
     "not-generated-file": "an output path holds a file megatron-compile did not generate",
     "write-failed": "an artifact could not be written",

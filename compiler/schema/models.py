@@ -96,6 +96,9 @@ class Storage(_Section):
 
     mount_path: AbsolutePath  # type: ignore[valid-type]
     run_root: AbsolutePath | None = None  # type: ignore[valid-type]
+    # The share's quota in GB (10^9 bytes): the compiler compares the run's estimated checkpoints,
+    # logs and TensorBoard with it (a warning above 90 %, an error above 100 %).
+    quota_gb: float | None = Field(default=None, gt=0)
 
 
 class Parallelism(_Section):

@@ -224,6 +224,7 @@ class Storage(Record):
 
     mount_path: str
     run_root: str | None
+    quota_gb: float | None
 
 
 class Tokenizer(Record):

@@ -14,7 +14,7 @@ from .platform import check_kubernetes, check_platform_sections, check_slurm
 from .megatron import (
     check_distributed_optimizer_resume, check_duplicate_flags, check_megatron_batch, check_megatron_data,
     check_megatron_model, check_megatron_optimizer, check_megatron_pipeline, check_memory, check_pretrain_sections,
-    check_sequence_parallel, check_training_length,
+    check_sequence_parallel, check_storage_quota, check_training_length,
 )
 from .parallel import (
     check_bounded_args, check_bounded_layout, check_expert_divisibility, check_parallel_divisibility, check_rdma,
@@ -52,6 +52,7 @@ RULES: tuple[Rule, ...] = (
     Rule("kubernetes-name", ("kubernetes",), check_kubernetes),
     Rule("tokenizer-files", ("training",), check_prepare_tokenizer),
     Rule("memory-over-capacity", ("training", "parallelism", "resources"), check_memory),
+    Rule("storage-over-quota", ("training", "storage"), check_storage_quota),
     Rule("distributed-optimizer-resume", ("training",), check_distributed_optimizer_resume),
 )
 
