@@ -1,6 +1,6 @@
-"""The hand-written Slurm and Kubernetes targets for specs/tp2-dp2.yaml (tests/fixtures/engines/tp2-dp2).
-
-They are the shape the platform adapters must produce. Checked here: both scripts are valid bash
+"""The generated Slurm and Kubernetes artifacts of the 2-worker TP=2 DP=2 job (specs/tp2-dp2-slurm.yaml
+and specs/tp2-dp2-k8s.yaml, in generated/; tests/fixtures/engines/tp2-dp2 keeps the hand-written
+targets they were built to). Checked here: both scripts are valid bash
 and shellcheck-clean; job.sbatch asks Slurm for what the spec says and `sbatch --test-only` on the
 test cluster accepts it; trainjob.yaml passes the Trainer v2.3.0 schema with its CEL and webhook
 rules; and job.sbatch itself runs on the 2-node test cluster with the real torchrun (CPU, gloo),
@@ -23,20 +23,21 @@ import pytest
 import yaml
 
 from kube_schema import trainer_schemas
-from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401  (the lead moves this to conftest.py)
+from slurm_cluster import SlurmCluster
+
+from compiler.pipeline import compile_spec
 
 REPO = Path(__file__).resolve().parent.parent
-TARGETS = Path(__file__).resolve().parent / "fixtures" / "engines" / "tp2-dp2"
-JOB_SBATCH = TARGETS / "job.sbatch"
-TRAINJOB = TARGETS / "trainjob.yaml"
+JOB_SBATCH = REPO / "generated" / "tp2-dp2-slurm" / "job.sbatch"
+TRAINJOB = REPO / "generated" / "tp2-dp2-k8s" / "trainjob.yaml"
 MEGATRON_COMMIT = "571370c829ca768fe37244f4e2e7f28d8accc4ab"
 
 
-def _spec() -> dict:
-    """specs/tp2-dp2.yaml over its base, merged one level deep (as `extends` does for these keys)."""
-    spec = yaml.safe_load((REPO / "specs" / "tp2-dp2.yaml").read_text())
-    base = yaml.safe_load((REPO / "specs" / spec["extends"]).read_text())
-    return {k: {**base.get(k, {}), **v} if isinstance(v, dict) else v for k, v in {**base, **spec}.items()}
+def _spec(stem: str = "tp2-dp2-slurm") -> dict:
+    """The spec as the compiler resolved it (bases merged, defaults filled)."""
+    result = compile_spec(str(REPO / "specs" / f"{stem}.yaml"), f"specs/{stem}.yaml", render_files=False)
+    assert result.ok, result.diagnostics
+    return result.spec.model_dump(mode="json", by_alias=True)
 
 
 def _directives(script: str) -> dict[str, str]:
@@ -97,7 +98,8 @@ def test_job_sbatch_asks_slurm_for_what_the_spec_says():
     image = spec["image"]
     enroot = f"{image['registry']}#{image['namespace']}/{image['repository']}:{image['tag']}"
     assert f"--container-image='{enroot}'" in script
-    assert f"--container-mounts={spec['storage']['mount_path']}:{spec['storage']['mount_path']}" in script
+    assert f"--container-mounts={','.join(spec['slurm']['container']['mounts'])}" in script
+    assert any(m.endswith(":" + spec["storage"]["mount_path"]) for m in spec["slurm"]["container"]["mounts"])
     assert "--no-container-mount-home" in script
     assert "--container-env=MASTER_ADDR,MASTER_PORT" in script
     assert 'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)' in script
@@ -107,7 +109,7 @@ def test_trainjob_passes_the_trainer_schema_and_matches_the_spec(tmp_path: Path)
     text = TRAINJOB.read_text()
     problems = trainer_schemas().validate_text(text)
     assert problems == [], "\n".join(map(str, problems))
-    spec, doc = _spec(), yaml.safe_load(text)
+    spec, doc = _spec("tp2-dp2-k8s"), yaml.safe_load(text)
     trainer = doc["spec"]["trainer"]
     assert doc["metadata"]["name"] == spec["name"]
     assert doc["spec"]["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",

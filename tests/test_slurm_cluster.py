@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401  (the lead moves this to conftest.py)
+from slurm_cluster import SlurmCluster
 
 ALL_REDUCE = '''
 import os, sys

@@ -45,7 +45,7 @@ def spec_facts(path: str, display: str) -> SpecFacts | str:
     t = spec.training
     est = plan.pretrain.estimate if plan.pretrain is not None else None
     facts = Facts(
-        workers=plan.job.workers, gpus_per_worker=plan.job.gpus_per_worker, tensor=plan.parallel.tensor,
+        workers=plan.parallel.workers, gpus_per_worker=plan.parallel.gpus_per_worker, tensor=plan.parallel.tensor,
         pipeline=plan.parallel.pipeline, context=plan.parallel.context, megatron_commit=plan.megatron.commit,
         megatron_root=plan.megatron.root, image=plan.image.reference,
         is_pretrain=result.facts is not None and result.facts.is_pretrain,
