@@ -16,6 +16,7 @@ from .check.pins import check_pins
 from .check.validate import check
 from .diagnostics import Diagnostic, Severity, make_error, summary_line
 from .emit import check_outputs, write_outputs
+from .load.attachments import hf_config
 from .load.compose import Override, compose
 from .load.discover import bases_of, display_path, find_specs, recorded_path, repository_root
 from .plan.build import TOOL, build_plan
@@ -54,7 +55,9 @@ def compile_spec(path: str, display: str, *, overrides: tuple[Override, ...] = (
     diags = composed.diagnostics
     if composed.doc is None:
         return CompileResult(display, diags, bases=bases)
-    checked = check(composed.doc)
+    config, config_diags = hf_config(composed.doc, path)
+    diags = diags + config_diags
+    checked = check(composed.doc, config)
     diags = diags + checked.diagnostics
     if checked.spec is None:
         return CompileResult(display, diags, bases=bases, facts=checked.facts)

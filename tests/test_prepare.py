@@ -130,3 +130,16 @@ def test_an_input_without_the_key_fails_and_publishes_nothing(prepared):
     run = _run(out / "prepare.sh", env)
     assert run.returncode != 0
     assert not (mount / "data" / "prep-01" / "code_text_document.manifest").exists()
+
+
+def test_the_storage_estimate_is_within_10_percent_of_the_h200_run():
+    """docs/e2e.md: the bytes prepare.sh wrote on the H200 (its manifest) against the estimate for
+    the input size it recorded; the ratios are stated in compiler/megatron/data.py."""
+    from compiler.megatron.data import estimate_prefix
+
+    text = (FIXTURES / "e2e-steps" / "summary-2026-12-01.txt").read_text()
+    manifest = dict(line.split(": ", 1) for line in text.splitlines()
+                    if line.split(": ", 1)[0] in ("input_bytes", "bin_bytes", "idx_bytes"))
+    written = int(manifest["bin_bytes"]) + int(manifest["idx_bytes"])
+    est = estimate_prefix(int(manifest["input_bytes"]), 1000, 4)
+    assert abs(est.bin_bytes + est.idx_bytes - written) / written < 0.10

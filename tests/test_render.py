@@ -87,7 +87,7 @@ def test_templates_are_logic_free():
     expression = re.compile(r"\{\{(.*?)\}\}", re.S)
     statement = re.compile(r"\{%-?(.*?)-?%\}", re.S)
     allowed_statement = re.compile(
-        r"^\s*(if (not )?plan(\.\w+)+|else|endif|endfor|for \w+(, \w+)? in \w+(\.\w+)+)\s*$")
+        r"^\s*(if (not )?(plan|step)(\.\w+)+|else|endif|endfor|for \w+(, \w+)? in \w+(\.\w+)+)\s*$")
     allowed_expression = re.compile(r"^\s*(\w+(\.\w+)*)\s*\|\s*(\w+)(\(\"[^\"]*\"\))?\s*$")
     for template in sorted(templates_dir().glob("*.j2")):
         text = template.read_text()

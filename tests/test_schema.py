@@ -83,7 +83,7 @@ def test_same_values_fields_and_errors_as_the_models(path):
 
 @pytest.mark.parametrize("name", coreschema.SECTIONS)
 def test_each_section_validates_alone_like_its_model(name):
-    model = models.JobSpec.model_fields[name].annotation
+    model = models.unwrap(models.JobSpec.model_fields[name].annotation)
     for path in SPEC_FILES:
         data = _data(path)
         raw = data.get(name) if isinstance(data, dict) else None

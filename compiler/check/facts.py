@@ -11,13 +11,16 @@ from typing import Any, NamedTuple
 
 from ..megatron.data import DATA_DIR, Prefix, prefixes
 from ..megatron.flags import Flag, flags
+from ..megatron.huggingface import HFArchitecture, HFConfigError, hf_model_fields
+from ..megatron.huggingface import derive as derive_architecture
 from ..megatron.memory import Estimate, estimate
 from ..megatron.parallel import ParallelLayout, parallel_layout, world_size
-from ..megatron.pretrain import REQUIRED_SECTIONS, is_bounded_example, is_pretrain
-from ..megatron.runfiles import default_run_root
+from ..megatron.pretrain import MODEL_REQUIRED, REQUIRED_SECTIONS, is_bounded_example, is_pretrain
+from ..megatron.runfiles import CHECKPOINTS_DIR, default_run_root
 from ..megatron.timing import StepTime, spec_step_time
 from ..paths import is_within, normalize_path
 from ..platform.aistudio import READ_ONLY_DATA
+from ..schema.record import Overlay
 
 DEFAULT_MEGATRON_ROOT = "/opt/Megatron-LM"
 PLATFORMS = ("aistudio", "slurm", "kubernetes")
@@ -31,6 +34,9 @@ class SpecView(NamedTuple):
     parallelism: Any
     resources: Any
     prepared: tuple[Prefix, ...] | None = None  # the preparation step's prefixes: training's data
+    hf: HFArchitecture | None = None  # init_from's architecture: its flags replace the typed model's
+    hf_path: str | None = None  # the Hugging Face directory: its tokenizer
+    converted: str | None = None  # the converted checkpoint: --pretrained-checkpoint
 
 
 class Facts(NamedTuple):
@@ -53,6 +59,20 @@ class Facts(NamedTuple):
     step_time: StepTime | None  # the step-time model on the worker flavor's GPU
     prepare_output_dir: str | None  # the preparation step's output directory (default applied)
     prepared: tuple[Prefix, ...] | None  # the prefixes it writes, which training reads
+    training: Any  # training as the rules and the plan read it: the model init_from derives filled in
+    hf: HFArchitecture | None  # init_from's architecture, from the committed config.json
+    hf_error: str | None  # why it could not be derived
+    hf_config: dict[str, Any] | None  # the committed config.json it derives from
+    converted: str | None  # init_from's converted checkpoint directory (default applied)
+
+
+def _converted(init: Any, mount: str | None, name: str | None) -> str | None:
+    """init_from's converted checkpoint: as written, else {mount}/checkpoints/{name}/converted."""
+    if init is None:
+        return None
+    if init.converted is not None:
+        return normalize_path(init.converted)
+    return None if mount is None else normalize_path(f"{mount}/{CHECKPOINTS_DIR}/{name or 'run'}/converted")
 
 
 def script_path(script: str, megatron_root: str) -> str:
@@ -62,9 +82,35 @@ def script_path(script: str, megatron_root: str) -> str:
     return normalize_path(posixpath.join(megatron_root, script))
 
 
-def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_PLATFORM) -> Facts:
+def _init_from(init: Any, config: dict[str, Any] | None, tensor: int) -> tuple[HFArchitecture | None, str | None]:
+    if init is None or config is None:
+        return None, None
+    try:
+        return derive_architecture(config, tensor_parallel=tensor), None
+    except HFConfigError as exc:
+        return None, str(exc)
+
+
+def effective_training(training: Any, hf: HFArchitecture | None, hf_path: str | None = None) -> Any:
+    """training with the model's architecture from init_from (the spec's own fields are checked
+    against it by a rule); training itself without init_from."""
+    if hf is None or training is None or training.model is None:
+        return training
+    model = Overlay(training.model, **{field: value for field, value in hf_model_fields(hf).items()})
+    if training.data is None:
+        return Overlay(training, model=model)
+    tokenizer = Overlay(training.data.tokenizer, type="HuggingFaceTokenizer", model=hf_path, vocab_file=None,
+                        merge_file=None)
+    return Overlay(training, model=model, data=Overlay(training.data, tokenizer=tokenizer))
+
+
+def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_PLATFORM,
+           hf_config: dict[str, Any] | None = None) -> Facts:
     """The facts of the sections that validated (see the module docstring)."""
     res, par, training = sections.get("resources"), sections.get("parallelism"), sections.get("training")
+    init = sections.get("init_from")
+    hf, hf_error = _init_from(init, hf_config, par.tensor if par is not None else 1)
+    training = effective_training(training, hf, None if init is None else init.huggingface.path)
     storage, megatron = sections.get("storage"), sections.get("megatron")
     world = layout = None
     if res is not None:
@@ -83,7 +129,8 @@ def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_P
                and not is_within(script, root))
     pretrain = training is not None and is_pretrain(training.script)
     bounded = training is not None and is_bounded_example(training.script, root)
-    complete = pretrain and all(getattr(training, s) is not None for s in REQUIRED_SECTIONS)
+    complete = (pretrain and all(getattr(training, s) is not None for s in REQUIRED_SECTIONS)
+                and all(getattr(training.model, f) is not None for f in MODEL_REQUIRED))
     prepare = training.data.prepare if training is not None and training.data is not None else None
     out_dir = prepared = None
     if prepare is not None and (prepare.output_dir is not None or mount is not None):
@@ -91,7 +138,9 @@ def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_P
         prepared = prefixes([(i.path, i.weight) for i in prepare.inputs], list(prepare.json_keys), out_dir)
     flag_list = est = step = None
     if complete and par is not None and (prepare is None or prepared is not None):
-        view = SpecView(training, par, res, prepared)
+        converted_dir = _converted(init, mount, name)
+        view = SpecView(training, par, res, prepared, hf, None if init is None else init.huggingface.path,
+                        converted_dir)
         flag_list = tuple(flags(view))
         # no estimate without a training length: megatron-train-length reports that spec instead
         length = training.train_iters is not None or training.train_samples is not None
@@ -105,5 +154,6 @@ def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_P
         world=world, layout=layout, mount_path=mount, run_root=run_root, run_root_written=written,
         megatron_root=root, script=script, script_escapes_root=escapes, is_pretrain=pretrain,
         is_bounded_example=bounded, pretrain_complete=complete, flags=flag_list, estimate=est, step_time=step,
-        prepare_output_dir=out_dir, prepared=prepared,
+        prepare_output_dir=out_dir, prepared=prepared, training=training, hf=hf, hf_error=hf_error, hf_config=hf_config,
+        converted=_converted(init, mount, name),
     )

@@ -195,7 +195,7 @@ class Checked(NamedTuple):
     diagnostics: list[Diagnostic]
 
 
-def check(doc: SourceDoc) -> Checked:
+def check(doc: SourceDoc, hf_config: dict[str, Any] | None = None) -> Checked:
     """Check a loaded spec: its schema, then the facts and the rules on every section that validated."""
     diags: list[Diagnostic] = []
     spec: JobSpec | None = None
@@ -218,6 +218,8 @@ def check(doc: SourceDoc) -> Checked:
                 pass
     name = doc.data.get("name") if isinstance(doc.data.get("name"), str) else None
     platform = doc.data.get("platform") if doc.data.get("platform") in PLATFORMS else DEFAULT_PLATFORM
-    facts = derive(sections, name, platform)
+    facts = derive(sections, name, platform, hf_config)
+    if facts.training is not None:  # the rules read training with init_from's model filled in
+        sections["training"] = facts.training
     diags.extend(run_rules(RuleContext(doc=doc, sections=sections, facts=facts, locate=_Locator(doc).diag)))
     return Checked(spec if not any(d.is_error for d in diags) else None, facts, diags)

@@ -22,6 +22,7 @@ from ..megatron.memory import estimate
 from ..megatron.parallel import data_parallel_size, model_parallel_size, parallel_layout, world_size
 from ..megatron.timing import spec_step_time, training_time
 from ..pipeline import compile_spec
+from ..schema.record import Overlay as _View
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 MICRO_BATCHES = (1, 2, 4, 8)
@@ -161,18 +162,6 @@ def candidate_layouts(model: ModelFacts, global_batch: int, max_gpus: int,
 
 
 # ---------------------------------------------------------------------------- sizing
-
-
-class _View:
-    """An object that answers like `base` except for the attributes given (the estimator reads specs)."""
-
-    def __init__(self, base: Any, **changes: Any) -> None:
-        self._base, self._changes = base, changes
-
-    def __getattr__(self, name: str) -> Any:
-        if name in self._changes:
-            return self._changes[name]
-        return getattr(self._base, name)
 
 
 class _Recompute(NamedTuple):

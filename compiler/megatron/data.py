@@ -24,9 +24,13 @@ NEEDS_MODEL = frozenset({"HuggingFaceTokenizer", "SentencePieceTokenizer", "GPTS
                          "Llama2Tokenizer", "TikTokenizer"})
 UINT16_LIMIT = 65500  # DType.optimal_dtype: below this vocabulary size, uint16 ids
 INDEX_HEADER_BYTES = 9 + 8 + 1 + 8 + 8
-# Stated assumptions of the estimates, measured on the H200 run of docs/e2e.md (prepare section).
-TOKENS_PER_INPUT_BYTE = 0.25  # BPE on English JSON lines: about 4 bytes of input per token
-TOKENS_PER_SECOND_PER_WORKER = 150_000.0
+# Stated assumptions of the estimates. The two ratios are those of the one corpus measured so far
+# (tests/fixtures/e2e-steps: 2,091,186 bytes of JSON lines gave 6000 documents and 397,538 tokens
+# of a 1000-entry BPE); a corpus of other text or another tokenizer differs, so the report names them.
+TOKENS_PER_INPUT_BYTE = 0.19
+INPUT_BYTES_PER_DOCUMENT = 348
+STARTUP_SECONDS = 25.0  # that run took 27 s end to end, most of it importing torch and Megatron
+TOKENS_PER_SECOND_PER_WORKER = 150_000.0  # not measured: the run was too small to show it
 
 
 class Prefix(NamedTuple):
@@ -72,12 +76,12 @@ class DataEstimate(NamedTuple):
 
 def estimate_prefix(input_bytes: float, vocab_size: int | None, workers: int, documents: int | None = None) -> DataEstimate:
     """What one input's prefix takes on disk and how long tokenizing it takes, at the stated rates;
-    the index counts one sequence per document (no sentence splitting), a document per 2 KB of input
-    when the count is unknown."""
+    the index counts one sequence per document (no sentence splitting)."""
     tokens = int(input_bytes * TOKENS_PER_INPUT_BYTE)
-    docs = documents if documents is not None else max(1, int(input_bytes // 2048))
+    docs = documents if documents is not None else max(1, int(input_bytes // INPUT_BYTES_PER_DOCUMENT))
     idx = INDEX_HEADER_BYTES + docs * (4 + 8) + (docs + 1) * 8
-    return DataEstimate(tokens, tokens * token_bytes(vocab_size), idx, tokens / (TOKENS_PER_SECOND_PER_WORKER * workers))
+    return DataEstimate(tokens, tokens * token_bytes(vocab_size), idx,
+                        STARTUP_SECONDS + tokens / (TOKENS_PER_SECOND_PER_WORKER * workers))
 
 
 TOKENIZER_FIELDS = ("type", "vocab_file", "merge_file", "model")

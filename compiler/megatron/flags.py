@@ -11,6 +11,7 @@ from __future__ import annotations
 import keyword
 from typing import Any, Callable, Iterator, NamedTuple
 
+from .huggingface import tokenizer_flags as hf_tokenizer_flags
 from .runfiles import CHECKPOINT_DIR, TENSORBOARD_DIR
 
 # When a row's flag is passed. A field left out is Megatron's own default, so only what a spec
@@ -172,7 +173,8 @@ FLAGS: tuple[Row | Custom, ...] = (
 ROWS: tuple[Row, ...] = tuple(r for r in FLAGS if isinstance(r, Row))
 # Flags the typed sections own whether or not this spec sets them: raw args must not repeat them.
 OWNED_FLAGS = frozenset(r.flag for r in ROWS) | frozenset(
-    f for c in FLAGS if isinstance(c, Custom) and c.owned for f in c.flags)
+    f for c in FLAGS if isinstance(c, Custom) and c.owned for f in c.flags) | frozenset(
+    ("--pretrained-checkpoint", "--exit-on-missing-checkpoint"))
 
 
 def attribute(name: str) -> str:
@@ -222,18 +224,55 @@ def _flag(row: Row, value: Any) -> Flag:
     return Flag(row.flag, (number(value) if kind == "float" else str(value),))
 
 
+# With init_from, the architecture and the tokenizer come from the Hugging Face model: its flags
+# (megatron/huggingface.py) take the place of these rows, at the first of them.
+MODEL_PATH = ("training", "model")
+HF_MODEL_FIELDS = frozenset({
+    "num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "num_query_groups",
+    "max_position_embeddings", "vocab_size", "make_vocab_size_divisible_by", "swiglu", "normalization",
+    "position_embedding", "rotary_base", "untie_embeddings", "disable_bias_linear",
+})
+INIT_FLAGS = ("--pretrained-checkpoint", "--exit-on-missing-checkpoint")
+
+
+def _words_to_flags(words: tuple[str, ...]) -> list[Flag]:
+    out: list[Flag] = []
+    for word in words:
+        if word.startswith("--"):
+            out.append(Flag(word))
+        else:
+            out[-1] = out[-1]._replace(values=out[-1].values + (word,))
+    return out
+
+
+def _hf_replaces(row: Row) -> bool:
+    return ((row.path[:2] == MODEL_PATH and row.path[2] in HF_MODEL_FIELDS)
+            or row.path[: len(TOKENIZER_PATH)] == TOKENIZER_PATH)
+
+
 def flags(spec: Any) -> list[Flag]:
     """Every flag the typed sections of a pretrain spec set, in the table's order."""
     out: list[Flag] = []
+    hf = getattr(spec, "hf", None)  # init_from's architecture (check/facts.py SpecView)
     for entry in FLAGS:
         if isinstance(entry, Custom):
             out.extend(entry.derive(spec))
+            continue
+        if hf is not None and _hf_replaces(entry):
+            if entry.flag == "--num-layers":
+                out.extend(_words_to_flags(hf.flags))
+            elif entry.flag == "--tokenizer-type":
+                out.extend(_words_to_flags(hf_tokenizer_flags(spec.hf_path)))
             continue
         if entry.requires is not None and not _lookup(spec, entry.requires)[1]:
             continue
         section, value = _lookup(spec, entry.path)
         if _passes(entry, section, value):
             out.append(_flag(entry, value))
+        if hf is not None and entry.flag == "--load" and _passes(entry, section, value):
+            # restart-safe: the first start loads the converted weights (no run checkpoint yet), a
+            # restart its own checkpoint; never a silent random start (checkpointing.py:1628-1636)
+            out += [Flag(INIT_FLAGS[0], (spec.converted,)), Flag(INIT_FLAGS[1])]
     return out
 
 
@@ -243,6 +282,8 @@ TOKENIZER_PATH = ("training", "data", "tokenizer")
 def tokenizer_flags(spec: Any) -> list[Flag]:
     """The tokenizer's flags alone, from the same rows as training's: tools/preprocess_data.py
     reads them with Megatron's own _add_tokenizer_args, so both steps tokenize alike by construction."""
+    if getattr(spec, "hf", None) is not None:
+        return _words_to_flags(hf_tokenizer_flags(spec.hf_path))
     out = []
     for row in ROWS:
         if row.path[: len(TOKENIZER_PATH)] == TOKENIZER_PATH:

@@ -353,3 +353,25 @@ def contradictions(a: HFArchitecture, spec_model: Mapping[str, Any],
             out.append(Contradiction(field, value, hf_key, config.get(hf_key, "(absent)"),
                                      f"the converted checkpoint needs {want!r}"))
     return out
+
+
+def hf_model_fields(a: HFArchitecture) -> dict[str, Any]:
+    """The typed training.model fields as the architecture has them: what the estimates and the
+    rules read in place of fields the spec leaves out (a padded vocabulary of exactly vocab_size:
+    --padded-vocab-size, so a divisor of 1)."""
+    return {
+        "num_layers": a.num_layers, "hidden_size": a.hidden_size, "num_attention_heads": a.num_attention_heads,
+        "num_query_groups": None if a.num_query_groups == a.num_attention_heads else a.num_query_groups,
+        "ffn_hidden_size": a.ffn_hidden_size, "max_position_embeddings": a.max_position_embeddings,
+        "vocab_size": a.vocab_size, "make_vocab_size_divisible_by": 1, "swiglu": True, "normalization": "RMSNorm",
+        "position_embedding": "rope", "rotary_base": a.rotary_base, "untie_embeddings": a.untie_embeddings,
+        "disable_bias_linear": True,
+    }
+
+
+# What the image needs for a Bridge release (docs/bridge.md: the versions the H200 run used; the
+# v0.5.1 wheel pins no megatron-core, and transformers 5.17 fails importing Bridge's qwen3_asr).
+BRIDGE_REQUIREMENTS = {
+    "0.5.1": ("megatron-bridge==0.5.1", "transformers==5.8.1", "tokenizers==0.22.2", "nvidia-modelopt==0.44.0",
+              "omegaconf==2.4.0", "datasets==5.2.0"),
+}

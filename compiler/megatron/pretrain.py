@@ -17,6 +17,8 @@ BOUNDED_EXAMPLE_ITERATIONS = 5  # its `for iteration in range(5)`
 PRETRAIN_SECTIONS = ("model", "batch", "train_iters", "train_samples", "optimizer", "data", "checkpoint",
                      "recompute", "virtual_pipeline")
 REQUIRED_SECTIONS = ("model", "batch", "optimizer", "data", "checkpoint")
+# The model's fields without a default: the spec gives them, or init_from derives them.
+MODEL_REQUIRED = ("num_layers", "hidden_size", "num_attention_heads", "max_position_embeddings")
 # Vocabulary sizes Megatron's tokenizers report before padding, where the type alone fixes it.
 KNOWN_VOCAB = {"GPT2BPETokenizer": 50257}
 

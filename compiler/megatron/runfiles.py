@@ -9,7 +9,8 @@ from __future__ import annotations
 from ..paths import normalize_path
 
 RUNS_DIR = "runs"  # the default run root is {mount}/runs/{name}
-CHECKPOINT_DIR = "ckpt"  # Megatron's --save/--load directory under the run root
+CHECKPOINT_DIR = "ckpt"
+CHECKPOINTS_DIR = "checkpoints"  # converted and exported weights outlive a run: {mount}/checkpoints/{name}/  # Megatron's --save/--load directory under the run root
 TENSORBOARD_DIR = "tensorboard"
 TRAIN_LOG = "train.log"  # torchrun's complete output
 LAUNCH_LOG = "launch.log"  # what the launch command printed before and around torchrun

@@ -15,14 +15,17 @@ from .. import __version__
 from ..check.facts import Facts
 from ..load.lockfile import Lock, lock_path
 from ..megatron.pretrain import num_microbatches, train_iterations, virtual_pipeline_size, vocab_size
+from ..megatron.huggingface import BRIDGE_REQUIREMENTS
 from ..megatron.runfiles import NODES_DIR, RUNTIME_PROBE
 from ..megatron.timing import training_time
 from ..platform.aistudio import JOB_FILE, AIStudioJob, PLATFORM
 from ..platform.images import ImagePins, image_pins
 from ..platform.kubernetes import TRAINJOB_FILE, KubeJob
 from ..platform.slurm import BATCH_FILE, SlurmJob
+from ..schema.record import Overlay
 from .report import data_rows, report, steps_section, time_section
 from .build_words import flag_words
+from .init import init_plan, init_steps
 from .prepare import prepare_job, prepare_plan
 from .shell import Var, Word
 from .types import Artifact, Header, ImagePlan, LaunchPlan, MegatronPlan, Plan, PretrainPlan, ReportSection, Step
@@ -100,13 +103,16 @@ def _platform_job(spec: Any, facts: Facts, pins: ImagePins) -> AIStudioJob | Slu
 
 def _steps_report(spec: Any, facts: Facts, steps: tuple[Step, ...]) -> tuple[ReportSection, ...]:
     """The Steps section, for plans of more than the training step."""
-    runs = [s for s in steps if s.job is not None]
+    runs = [s for s in steps if s.kind != "image"]
     if len(runs) < 2:
         return ()
     described = []
     for step in runs:
         job = step.job
-        assert job is not None
+        if job is None:  # a script the engine runs as a job of its own
+            described.append((step.kind, f"{step.artifacts[0].file}: run it as a job of its own on {spec.platform}"
+                                         + (" (one GPU)" if step.kind == "convert" else " (CPUs)")))
+            continue
         runner = next(a.embeds for a in step.artifacts if a.embeds is not None)
         document = next(a.file for a in step.artifacts if a.embeds is not None)
         if isinstance(job, AIStudioJob):
@@ -193,6 +199,7 @@ def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | Non
                lock: Lock | None = None) -> Plan:
     """Derive every value the artifacts need from a spec that validated without errors, its facts
     and its lock (the image digests), when it has one."""
+    spec = Overlay(spec, training=facts.training)  # init_from's architecture and tokenizer filled in
     res = spec.resources
     layout = facts.layout
     assert layout is not None and facts.run_root is not None and facts.mount_path is not None
@@ -208,6 +215,9 @@ def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | Non
         base_mirror=_base_mirror(spec), registry_username=spec.image.registry_username,
         has_registry_username=spec.image.registry_username is not None,
         ngc_login=_image_host(spec.image.base) == NGC_REGISTRY,
+        installs_bridge=spec.init_from is not None,
+        bridge_install=("pip", "install", "--no-cache-dir")
+        + (BRIDGE_REQUIREMENTS[spec.init_from.bridge] if spec.init_from is not None else ()),
     )
     megatron = MegatronPlan(
         repo=spec.megatron.repo, source_url=spec.megatron.repo.removesuffix(".git"), commit=spec.megatron.commit,
@@ -217,7 +227,7 @@ def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | Non
     pretrain = _pretrain_plan(spec, facts)
     launch = _launch_plan(spec, facts, pretrain)
     verify = verify_plan(spec, layout, groups, pretrain, facts.is_bounded_example, facts.run_root,
-                         facts.prepared or ())
+                         facts.prepared or (), facts.converted)
     job = _platform_job(spec, facts, pins)
     prepare = prepare_plan(spec, facts)
     prepare_steps: tuple[Step, ...] = ()
@@ -226,10 +236,11 @@ def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | Non
                               verify=prepare_verify_plan(facts.prepared or (), spec.training.data.tokenizer,
                                                          prepare.output_dir),
                               job=prepare_job(spec, pins.job_image, facts.mount_path)),)
+    before, after = init_steps(spec, init_plan(spec, facts), pins.job_image, facts.mount_path)
     steps = (
-        (Step(kind="image", artifacts=IMAGE_ARTIFACTS),) + prepare_steps
+        (Step(kind="image", artifacts=IMAGE_ARTIFACTS),) + before + prepare_steps
         + (Step(kind="train", artifacts=TRAIN_ARTIFACTS_BY_PLATFORM[spec.platform], launch=launch, verify=verify,
-                pretrain=pretrain, job=job),)
+                pretrain=pretrain, job=job),) + after
     )
     return Plan(
         header=header, name=spec.name, world_size=layout.world, run_root=facts.run_root, platform=PLATFORM,

@@ -9,6 +9,7 @@ from ..check.facts import Facts
 from ..megatron.data import PREPROCESS_SCRIPT, Prefix, tokenizer_record
 from ..megatron.flags import tokenizer_flags
 from ..platform.aistudio import AIStudioJob
+from ..schema.record import Overlay
 from .build_words import flag_words
 from .shell import Var, Word
 from .types import PrepareInputPlan, PrepareOutput, PreparePlan
@@ -31,7 +32,8 @@ def prepare_plan(spec: Any, facts: Facts) -> PreparePlan | None:
     by_input: dict[str, list[Prefix]] = {}
     for p in facts.prepared:
         by_input.setdefault(p.input, []).append(p)
-    tokenizer = tuple(flag_words(f) for f in tokenizer_flags(spec))
+    view = spec if facts.hf is None else Overlay(spec, hf=facts.hf, hf_path=spec.init_from.huggingface.path)
+    tokenizer = tuple(flag_words(f) for f in tokenizer_flags(view))
     inputs = []
     for path, prefixes in by_input.items():
         stem = prefixes[0].stem

@@ -43,6 +43,8 @@ class ImagePlan(NamedTuple):
     registry_username: str | None
     has_registry_username: bool
     ngc_login: bool  # the base lives on NGC, which wants an API key login
+    installs_bridge: bool  # init_from: the image installs Megatron Bridge
+    bridge_install: tuple[str, ...]  # the pip command, as exec-form words
 
 
 class MegatronPlan(NamedTuple):
@@ -129,6 +131,18 @@ class PreparePlan(NamedTuple):
     count_probe: str  # Python that prints a prefix's documents, sequences and tokens
 
 
+class InitPlan(NamedTuple):
+    """init_from's values for download.sh, convert.sh and export.sh."""
+
+    hf_path: str
+    config: str  # the committed config.json, as the spec names it
+    config_sha256: str  # of its canonical JSON
+    modelscope: str  # "" without a download step
+    converted: str
+    checkpoint: str  # the run's own checkpoint directory, which export.sh reads
+    export: str  # "" without an export step
+
+
 class Step(NamedTuple):
     """One unit of the job (build the image, train; next: prepare data, convert weights, export)."""
 
@@ -138,6 +152,7 @@ class Step(NamedTuple):
     verify: VerifyPlan | None = None
     pretrain: PretrainPlan | None = None
     prepare: PreparePlan | None = None
+    init: InitPlan | None = None
     job: AIStudioJob | SlurmJob | KubeJob | None = None  # the platform job that runs the step
 
 

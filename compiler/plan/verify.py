@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..megatron.checkpoint import (
@@ -16,6 +17,9 @@ from ..megatron.runfiles import (
 )
 from ..megatron.data import MANIFEST_SUFFIX, Prefix, tokenizer_record
 from .shell import Word, under
+
+# A random start's first loss is about ln(vocab); trained weights are far below it.
+RANDOM_START_FRACTION = 0.8
 from .types import Check, PretrainPlan, VerifyPlan
 
 
@@ -29,7 +33,8 @@ def _check(function: str, label: str, *args: Word | str | int) -> Check:
 
 
 def verify_plan(spec: Any, layout: ParallelLayout, groups: RankLayout, pretrain: PretrainPlan | None,
-                bounded: bool, run_root: str, prepared: tuple[Prefix, ...] = ()) -> VerifyPlan:
+                bounded: bool, run_root: str, prepared: tuple[Prefix, ...] = (),
+                converted: str | None = None) -> VerifyPlan:
     """The checks of a training step, worker by worker, then the prepared data it reads, then the
     checkpoint's files."""
     workers, gpus = layout.workers, layout.gpus_per_worker
@@ -70,6 +75,18 @@ def verify_plan(spec: Any, layout: ParallelLayout, groups: RankLayout, pretrain:
         where = "" if workers == 1 else f" (worker {workers - 1}, the last rank's)"
         checks.append(_check("check_last_iteration", f"last logged iteration{where}", last, pretrain.train_iters))
         checks.append(_check("check_no_bad_iterations", f"no skipped or NaN iterations{where}", last))
+        if converted is not None:
+            # init_from: the converted weights were there, training loaded them (the first start) or
+            # its own checkpoint (a restart), and its first loss shows trained weights, not a random start
+            checks.append(_check("check_file", "converted checkpoint", converted + "/" + LATEST_CHECKPOINT))
+            checks.append(_check("check_contains", "the converted weights were loaded", first,
+                                 f"successfully loaded checkpoint from {converted}"))
+            vocab = spec.training.model.vocab_size
+            if vocab:
+                limit = f"{RANDOM_START_FRACTION * math.log(vocab):.3f}"
+                checks.append(_check("check_first_loss_below",
+                                     f"first loss below {RANDOM_START_FRACTION} x ln(vocab {vocab}) (no random start)",
+                                     last, limit))
         for prefix in prepared:
             for key, value in tokenizer_record(spec.training.data.tokenizer):
                 checks.append(_check("check_value", f"prepared {prefix.stem}_{prefix.key} {key} (the training tokenizer)",

@@ -114,13 +114,14 @@ class Parallelism(_Section):
 class Model(_Section):
     """The GPT architecture (pretrain_gpt.py); each field is the Megatron-LM flag of the same name."""
 
-    num_layers: int = Field(ge=1)
-    hidden_size: int = Field(ge=1)
-    num_attention_heads: int = Field(ge=1)
+    # required unless init_from gives the architecture (a rule says so: the schema cannot)
+    num_layers: int | None = Field(default=None, ge=1)
+    hidden_size: int | None = Field(default=None, ge=1)
+    num_attention_heads: int | None = Field(default=None, ge=1)
     ffn_hidden_size: int | None = Field(default=None, ge=1)  # Megatron: 4 × hidden (× 2/3, rounded to 64, with swiglu)
     num_query_groups: int | None = Field(default=None, ge=1)  # set: grouped-query attention
     seq_length: int = Field(ge=1)
-    max_position_embeddings: int = Field(ge=1)
+    max_position_embeddings: int | None = Field(default=None, ge=1)
     vocab_size: int | None = Field(default=None, ge=1)  # before padding; required with the null tokenizer
     make_vocab_size_divisible_by: int = Field(default=128, ge=1)
     swiglu: bool = False
@@ -284,6 +285,27 @@ class Kubernetes(_Section):
     active_deadline_seconds: int | None = Field(default=None, ge=1)
 
 
+class HuggingFaceSource(_Section):
+    """A Hugging Face model: its config.json committed beside the spec, its directory on the storage."""
+
+    config: NonEmptyText  # relative to the spec's directory: the architecture flags derive from it offline
+    path: AbsolutePath  # type: ignore[valid-type]  # the model directory (config, weights, tokenizer) on the storage
+    modelscope: NonEmptyText | None = None  # a ModelScope model id: compile download.sh, which fills `path`
+
+
+class InitExport(_Section):
+    path: AbsolutePath  # type: ignore[valid-type]  # where export.sh writes Hugging Face weights after training
+
+
+class InitFrom(_Section):
+    """Continue from Hugging Face weights, converted by Megatron Bridge (convert.sh) before training."""
+
+    huggingface: HuggingFaceSource
+    bridge: Literal["0.5.1"] = "0.5.1"  # Bridge v0.5.1 pairs with Megatron Core 0.18 (the pinned commit's)
+    converted: AbsolutePath | None = None  # type: ignore[valid-type]  # default {mount}/checkpoints/{name}/converted
+    export: InitExport | None = None
+
+
 class JobSpec(_Section):
     """A Megatron training job on AIStudio (or Slurm, or Kubernetes), spec format v1."""
 
@@ -300,6 +322,7 @@ class JobSpec(_Section):
     storage: Storage
     parallelism: Parallelism = Field(default_factory=Parallelism)
     training: Training = Field(default_factory=Training)
+    init_from: InitFrom | None = None
     platform: Literal["aistudio", "slurm", "kubernetes"] = "aistudio"  # the engine the job runs on
     slurm: Slurm | None = None
     kubernetes: Kubernetes | None = None

@@ -51,3 +51,23 @@ def _rebuild(cls: type[Record], values: dict, fields_set: set) -> Record:
     object.__setattr__(record, "__pydantic_extra__", None)
     object.__setattr__(record, "__pydantic_private__", None)
     return record
+
+
+class Overlay:
+    """A validated record read with some attributes replaced (a derived value where the spec left a
+    field out: the architecture init_from derives, a candidate layout of `size`); read-only too."""
+
+    __slots__ = ("_base", "_changes")
+
+    def __init__(self, base: Any, **changes: Any) -> None:
+        object.__setattr__(self, "_base", base)
+        object.__setattr__(self, "_changes", changes)
+
+    def __getattr__(self, name: str) -> Any:
+        changes = object.__getattribute__(self, "_changes")
+        if name in changes:
+            return changes[name]
+        return getattr(object.__getattribute__(self, "_base"), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("an Overlay is read-only")

@@ -47,6 +47,16 @@ class Evaluation(Record):
     iters: int
 
 
+class HuggingFaceSource(Record):
+    """A Hugging Face model: its config.json committed beside the spec, its directory on the storage."""
+
+    __slots__ = ()
+
+    config: str
+    path: str
+    modelscope: str | None
+
+
 class Image(Record):
     """The image the job runs: built from `base` and pushed to `registry/namespace/repository:tag`."""
 
@@ -59,6 +69,23 @@ class Image(Record):
     repository: str
     tag: str
     registry_username: str | None
+
+
+class InitExport(Record):
+    __slots__ = ()
+
+    path: str
+
+
+class InitFrom(Record):
+    """Continue from Hugging Face weights, converted by Megatron Bridge (convert.sh) before training."""
+
+    __slots__ = ()
+
+    huggingface: HuggingFaceSource
+    bridge: Literal['0.5.1']
+    converted: str | None
+    export: InitExport | None
 
 
 class Kubernetes(Record):
@@ -102,13 +129,13 @@ class Model(Record):
 
     __slots__ = ()
 
-    num_layers: int
-    hidden_size: int
-    num_attention_heads: int
+    num_layers: int | None
+    hidden_size: int | None
+    num_attention_heads: int | None
     ffn_hidden_size: int | None
     num_query_groups: int | None
     seq_length: int
-    max_position_embeddings: int
+    max_position_embeddings: int | None
     vocab_size: int | None
     make_vocab_size_divisible_by: int
     swiglu: bool
@@ -275,6 +302,7 @@ class JobSpec(Record):
     storage: Storage
     parallelism: Parallelism
     training: Training
+    init_from: InitFrom | None
     platform: Literal['aistudio', 'slurm', 'kubernetes']
     slurm: Slurm | None
     kubernetes: Kubernetes | None

@@ -10,6 +10,7 @@ from ...diagnostics import Diagnostic
 from ..context import Rule, RuleContext
 from .args import check_raw_args
 from .data import check_prepare_paths, check_prepare_tokenizer
+from .init import check_init_contradictions, check_init_from, check_model_fields
 from .platform import check_kubernetes, check_platform_sections, check_slurm
 from .megatron import (
     check_distributed_optimizer_resume, check_duplicate_flags, check_megatron_batch, check_megatron_data,
@@ -48,6 +49,9 @@ RULES: tuple[Rule, ...] = (
     Rule("megatron-unknown-flag", ("training",), check_raw_args),
     Rule("prepare-input-path", ("training", "storage"), check_prepare_paths),
     Rule("platform-section", (), check_platform_sections),
+    Rule("missing-key", ("training",), check_model_fields),
+    Rule("init-from", ("init_from", "training"), check_init_from),
+    Rule("init-from-contradiction", ("init_from", "training"), check_init_contradictions),
     Rule("slurm-time-limit", ("slurm",), check_slurm),
     Rule("kubernetes-name", ("kubernetes",), check_kubernetes),
     Rule("tokenizer-files", ("training",), check_prepare_tokenizer),
