@@ -165,7 +165,10 @@ def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | Non
         platform=spec.image.platform, registry=spec.image.registry, reference=reference,
         base_mirror=_base_mirror(spec), registry_username=spec.image.registry_username,
         has_registry_username=spec.image.registry_username is not None,
-        ngc_login=_image_host(spec.image.base) == NGC_REGISTRY,
+        ngc_login=_image_host(spec.image.base) == NGC_REGISTRY and spec.image.base_login != "never",
+        ngc_login_required=_image_host(spec.image.base) == NGC_REGISTRY and spec.image.base_login == "always",
+        base_login=spec.image.base_login,
+        regctl_source=pins.regctl_source,
     )
     megatron = MegatronPlan(
         repo=spec.megatron.repo, source_url=spec.megatron.repo.removesuffix(".git"), commit=spec.megatron.commit,
