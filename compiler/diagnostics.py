@@ -73,6 +73,10 @@ CODES: dict[str, str] = {
     "reserved-mount-path": "AIStudio rejects this mount point",
     "script-outside-root": "a relative training.script climbs out of megatron.root",
     "rdma-single-worker": "RDMA has no effect for a single worker",
+    "platform-section": "the engine's section is missing, or one is given for another engine",
+    "slurm-time-limit": "a Slurm time limit sbatch does not read",
+    "slurm-mount": "the Slurm container does not mount the shared storage",
+    "kubernetes-name": "a name the Kubernetes API server rejects",
     # parallelism
     "parallel-divisibility": "tensor x pipeline x context does not divide the world size",
     "expert-divisibility": "expert-tensor x expert x pipeline does not divide the world size",
@@ -114,6 +118,8 @@ CODES: dict[str, str] = {
     "distributed-optimizer-resume": "a distributed-optimizer resume that fails without Apex or TE",
     "memory-over-capacity": "the peak memory estimate exceeds the GPU's memory",
     "memory-near-capacity": "the peak memory estimate is above 90% of the GPU's memory",
+    "storage-over-quota": "the run's checkpoints, logs and TensorBoard exceed storage.quota_gb",
+    "storage-near-quota": "the run's checkpoints, logs and TensorBoard are above 90% of storage.quota_gb",
     # output (emit stage): about the files on disk, not the spec
     "not-generated-file": "an output path holds a file megatron-compile did not generate",
     "write-failed": "an artifact could not be written",

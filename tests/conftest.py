@@ -39,3 +39,5 @@ def pytest_runtest_makereport(item, call):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "allow_ci_skip: a skip that CI may take (optional external checkouts)")
+
+from slurm_cluster import slurm_cluster  # noqa: E402,F401  (a session fixture: one Slurm cluster for every test)

@@ -163,7 +163,7 @@ def test_spec_values_reach_torchrun_literally(tmp_path_factory, args, env_value,
     created = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
     allowed = {"inject.yaml", "launch.sh", "calls/torchrun.argv", "calls/torchrun.env", "calls/torchrun.cwd",
                "calls/make.argv", f"mnt/{dirname}/train.log", f"mnt/{dirname}/runtime.txt",
-               f"mnt/{dirname}/exit_status"} | {f"bin/{n}" for n in ("nvidia-smi", "make", "python", "torchrun")}
+               f"mnt/{dirname}/exit_status", f"mnt/{dirname}/launch.log"} | {f"bin/{n}" for n in ("nvidia-smi", "make", "python", "torchrun")}
     assert set(created) <= allowed, set(created) - allowed
     assert not any(p.name == "PWNED" for p in tmp.rglob("*")), "a spec value was executed"
 

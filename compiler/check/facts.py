@@ -17,8 +17,11 @@ from ..megatron.pretrain import REQUIRED_SECTIONS, is_bounded_example, is_pretra
 from ..megatron.runfiles import default_run_root
 from ..megatron.timing import StepTime, spec_step_time
 from ..paths import is_within, normalize_path
+from ..platform.aistudio import READ_ONLY_DATA
 
 DEFAULT_MEGATRON_ROOT = "/opt/Megatron-LM"
+PLATFORMS = ("aistudio", "slurm", "kubernetes")
+DEFAULT_PLATFORM = "aistudio"
 
 
 class SpecView(NamedTuple):
@@ -32,6 +35,8 @@ class SpecView(NamedTuple):
 
 class Facts(NamedTuple):
     name: str | None
+    platform: str  # the engine: aistudio, slurm or kubernetes
+    read_only_roots: tuple[str, ...]  # the platform's read-only data mounts (AIStudio's /infini-data)
     world: int | None  # workers × GPUs per worker
     layout: ParallelLayout | None  # None when the sizes do not divide the world
     mount_path: str | None  # normalised
@@ -57,7 +62,7 @@ def script_path(script: str, megatron_root: str) -> str:
     return normalize_path(posixpath.join(megatron_root, script))
 
 
-def derive(sections: dict[str, Any], name: str | None) -> Facts:
+def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_PLATFORM) -> Facts:
     """The facts of the sections that validated (see the module docstring)."""
     res, par, training = sections.get("resources"), sections.get("parallelism"), sections.get("training")
     storage, megatron = sections.get("storage"), sections.get("megatron")
@@ -96,7 +101,8 @@ def derive(sections: dict[str, Any], name: str | None) -> Facts:
             if est is not None:
                 step = spec_step_time(view, layout=layout, est=est)
     return Facts(
-        name=name, world=world, layout=layout, mount_path=mount, run_root=run_root, run_root_written=written,
+        name=name, platform=platform, read_only_roots=(READ_ONLY_DATA,) if platform == "aistudio" else (),
+        world=world, layout=layout, mount_path=mount, run_root=run_root, run_root_written=written,
         megatron_root=root, script=script, script_escapes_root=escapes, is_pretrain=pretrain,
         is_bounded_example=bounded, pretrain_complete=complete, flags=flag_list, estimate=est, step_time=step,
         prepare_output_dir=out_dir, prepared=prepared,

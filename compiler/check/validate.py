@@ -17,7 +17,7 @@ from ..load.source import SourceDoc
 from ..schema import validator as schema_validator
 from ..schema.records import JobSpec
 from .context import RuleContext
-from .facts import Facts, derive
+from .facts import DEFAULT_PLATFORM, PLATFORMS, Facts, derive
 from .rules import run_rules
 
 
@@ -206,7 +206,7 @@ def check(doc: SourceDoc) -> Checked:
     # The rules see each section that validated on its own, even when another one failed.
     sections: dict[str, Any] = {}
     if spec is not None:
-        sections = {name: getattr(spec, name) for name in schema_validator.SECTIONS}
+        sections = {name: getattr(spec, name) for name in schema_validator.SECTIONS if getattr(spec, name) is not None}
     else:
         for name in schema_validator.SECTIONS:
             raw = doc.data.get(name, {} if name in ("parallelism", "training") else None)
@@ -217,6 +217,7 @@ def check(doc: SourceDoc) -> Checked:
             except ValidationError:
                 pass
     name = doc.data.get("name") if isinstance(doc.data.get("name"), str) else None
-    facts = derive(sections, name)
+    platform = doc.data.get("platform") if doc.data.get("platform") in PLATFORMS else DEFAULT_PLATFORM
+    facts = derive(sections, name, platform)
     diags.extend(run_rules(RuleContext(doc=doc, sections=sections, facts=facts, locate=_Locator(doc).diag)))
     return Checked(spec if not any(d.is_error for d in diags) else None, facts, diags)

@@ -1,44 +1,65 @@
-"""Memory, checkpoint and throughput estimates for pretrain_gpt.py, shown before a GPU is spent.
+"""Memory, checkpoint and storage estimates for pretrain_gpt.py, shown before a GPU is spent.
 
 `megatron_weight_and_optimizer_bytes` and `megatron_activation_bytes` reproduce
 megatron/training/theoretical_memory_usage.py at the pinned commit (dense and MoE GPT; no MLA, no
 MTP, no hybrid models), so the figures equal the "Theoretical memory footprints" line Megatron
-prints. `peak_bytes` goes further: that formula assumes a fused (flash) attention and counts the
-logits once in bf16, while the measured peak also holds the attention scores of an unfused
-attention and the fp32 logits of the cross-entropy; docs/memory-model.md compares both with runs.
+prints. The peak estimate is built separately, tensor by tensor (activations.py), plus what
+Megatron's weight formula leaves out (learned position embeddings) and the unfused attention's
+persistent score buffer; docs/memory-model.md compares it with measured runs.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from typing import NamedTuple
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
 
+from . import activations as act
 from .parallel import ParallelLayout as Layout
 from .pretrain import (
     ffn_hidden_size, num_microbatches, padded_vocab_size, train_iterations, virtual_pipeline_size, vocab_size,
 )
 
 MB = 1024 * 1024
+GB = 1000**3
 # What a worker flavor name says about its GPU's memory (GB as the vendors state it).
 GPU_MEMORY_GB = (("H200", 141.0), ("H100", 80.0), ("A100", 80.0))
+# The run's logs on shared storage: Megatron's start-up (the argument dump, warnings) and one line
+# per logged iteration. Measured: the committed H200 logs (tests/fixtures/measurements) hold 70-83 kB
+# before the first iteration and 369-373 B per iteration line.
+LOG_START_BYTES = 100_000
+LOG_LINE_BYTES = 400
+# TensorBoard: training.py:2462-2535 writes about 10 scalars per iteration at the default
+# --tensorboard-log-interval 1, each an event record of roughly 60-80 B. Not measured.
+TENSORBOARD_BYTES_PER_ITERATION = 1000
+# The estimate's stated uncertainty: every measured configuration is within it (docs/memory-model.md).
+# The capacity rule refuses a spec only when the estimate less this margin is still over the GPU.
+MEASURED_ERROR = 0.10
 
 
 class Estimate(NamedTuple):
     parameters_total: int
     parameters_most_loaded_rank: int
-    weights_and_optimizer_mb: float
-    activations_mb: float
+    weights_and_optimizer_mb: float  # Megatron's formula
+    activations_mb: float  # Megatron's formula
     megatron_theoretical_total_mb: float
-    attention_scores_mb: float  # unfused attention's stored scores, softmax and dropout mask
-    logits_fp32_mb: float  # the cross-entropy's fp32 copy of the logits and their gradient
+    position_embeddings_mb: float  # learned position embeddings' weights, gradients and optimizer state
+    attention_buffer_mb: float  # the unfused attention's persistent score buffer
+    layer_activations_mb: float  # the layers' activations held at the peak
+    loss_mb: float  # the head and the logits at the loss, when the peak is there
     peak_mb: float
+    peak_at: str
+    attention: str  # which attention path the estimate assumes
+    not_measured: tuple[str, ...]  # the terms or layouts no measured run covers
     num_microbatches: int
     tokens_per_step: int
     checkpoint_bytes_per_save: int
     checkpoint_saves: int
     checkpoint_bytes_retained: int
+    log_bytes: int
+    tensorboard_bytes: int
+    storage_bytes: int  # checkpoints retained + logs + TensorBoard
     gpu_memory_gb: float | None
     peak_fraction_of_gpu: float | None
 
@@ -85,14 +106,16 @@ def _counts(t: Any, layout: Layout, padded_vocab: int) -> dict[str, float]:
     }
 
 
+def bytes_per_parameter(distributed_optimizer: bool, data_parallel: int) -> float:
+    """theoretical_memory_usage.py:264-270: bf16 params, fp32 grads, fp32 main params and Adam."""
+    return 18 if not distributed_optimizer else 6 + (12 / data_parallel)
+
+
 def megatron_weight_and_optimizer_bytes(t: Any, layout: Layout, padded_vocab: int) -> float:
-    """theoretical_memory_usage.py:264-274: bf16 params, fp32 grads, fp32 main params and Adam."""
+    """theoretical_memory_usage.py:264-274."""
     c = _counts(t, layout, padded_vocab)
-
-    def per_param(data_parallel: int) -> float:
-        return 18 if not t.distributed_optimizer else 6 + (12 / data_parallel)
-
-    return (c["tp"] + c["replicated"]) * per_param(layout.data) + c["expert"] * per_param(layout.expert_data)
+    return ((c["tp"] + c["replicated"]) * bytes_per_parameter(t.distributed_optimizer, layout.data)
+            + c["expert"] * bytes_per_parameter(t.distributed_optimizer, layout.expert_data))
 
 
 def megatron_activation_bytes(t: Any, layout: Layout, padded_vocab: int, microbatches: int) -> float:
@@ -122,37 +145,13 @@ def megatron_activation_bytes(t: Any, layout: Layout, padded_vocab: int, microba
     return memory * 1.05
 
 
-def attention_scores_bytes(t: Any, layout: Layout, microbatches: int) -> float:
-    """An unfused (local) attention stores, per layer, the [b, heads/tp, s, s] scores and softmax in
-    16-bit and the dropout mask in bytes: 5 × heads × s² × b / tp (Korthikanti et al., table 2).
-    Transformer Engine's fused attention stores none of it. Full recompute keeps one layer's worth."""
-    m = t.model
-    if m.transformer_impl != "local":
-        return 0.0
-    per_layer = 5 * (m.num_attention_heads / layout.tensor) * (m.seq_length / layout.context) ** 2 * t.batch.micro
-    if t.recompute is not None and t.recompute.granularity == "full":
-        layers = 1
-    else:
-        layers = m.num_layers // layout.pipeline
-    in_flight = min(layout.pipeline, microbatches) if layout.pipeline > 1 else 1
-    return per_layer * layers * in_flight
-
-
-def logits_fp32_bytes(t: Any, layout: Layout, padded_vocab: int) -> float:
-    """The vocab-parallel cross-entropy casts the logits to fp32 (4 bytes) and their gradient comes
-    back in 16 bits (2 bytes): 6 × s × b × vocab / tp beyond Megatron's 2-byte logits."""
-    m = t.model
-    return 6 * m.seq_length * t.batch.micro * padded_vocab / layout.tensor
-
-
 def checkpoint_bytes_per_save(t: Any, parameters_total: float) -> int:
     """torch_dist stores the model weights in their dtype and the optimizer's fp32 state (main
     params for 16-bit training, Adam's two moments) for every parameter once, across all ranks.
     Megatron's memory formula leaves out learned position embeddings; a checkpoint holds them."""
     weight = 4 if t.precision == "fp32" else 2
     optimizer = 8 if t.precision == "fp32" else 12
-    if t.model.position_embedding == "learned_absolute":
-        parameters_total += t.model.max_position_embeddings * t.model.hidden_size
+    parameters_total += position_parameters(t)
     return int(parameters_total * (weight + optimizer))
 
 
@@ -165,6 +164,92 @@ def gpu_memory_gb(resources: Any) -> float | None:
         if re.search(rf"\b{name}\b|{name}", flavor):
             return gb
     return None
+
+
+
+
+def recompute_modules(args: list[str]) -> tuple[str, ...] | None:
+    """--recompute-modules from training.args (the spec has no typed field for it), else None."""
+    for i, arg in enumerate(args):
+        if arg == "--recompute-modules":
+            values = []
+            for value in args[i + 1:]:
+                if value.startswith("--"):
+                    break
+                values.append(value)
+            return tuple(values)
+        if arg.startswith("--recompute-modules="):
+            return tuple(arg.split("=", 1)[1].split())
+    return None
+
+
+def shape_of(t: Any, layout: Layout, padded_vocab: int, microbatches: int) -> act.Shape:
+    """The activation model's inputs for a spec's training section and layout."""
+    m, r = t.model, t.recompute
+    modules = recompute_modules(list(t.args)) if r is not None and r.granularity == "selective" else None
+    return act.Shape(
+        layers=m.num_layers, hidden=m.hidden_size, heads=m.num_attention_heads,
+        groups=m.num_query_groups or m.num_attention_heads, kv_channels=m.hidden_size // m.num_attention_heads,
+        ffn=ffn_hidden_size(m), seq=m.seq_length, micro=t.batch.micro, vocab=padded_vocab, swiglu=m.swiglu,
+        rmsnorm=m.normalization == "RMSNorm", rope=m.position_embedding == "rope", bias=not m.disable_bias_linear,
+        fused=t.fused_kernels, local_attention=m.transformer_impl == "local", num_experts=m.num_experts,
+        topk=m.moe_router_topk, moe_ffn=m.moe_ffn_hidden_size or ffn_hidden_size(m),
+        elem=4 if t.precision == "fp32" else 2, tp=layout.tensor, pp=layout.pipeline, cp=layout.context,
+        ep=layout.expert, etp=layout.expert_tensor, sp=t.sequence_parallel and layout.tensor > 1,
+        microbatches=microbatches, vpp=virtual_pipeline_size(m.num_layers, layout.pipeline, t.virtual_pipeline),
+        recompute=None if r is None else r.granularity,
+        modules=("core_attn",) if modules is None else modules,  # transformer_config.py:1583-1584
+        method=None if r is None else r.method, recompute_layers=None if r is None else r.num_layers,
+    )
+
+
+@dataclass(frozen=True)
+class Peak:
+    """The peak's terms in bytes."""
+
+    position_embeddings: float
+    attention_buffer: float
+    layers: float
+    loss: float
+    at: str
+
+
+def peak_terms(shape: act.Shape, position_embedding_parameters: int, bytes_per_param: float) -> Peak:
+    """Everything beyond Megatron's weight formula held at the peak (activations.py for the layers).
+    Learned position embeddings sit whole on every TP rank of the first stage."""
+    layers, loss, at = act.activation_peak(shape)
+    return Peak(position_embedding_parameters * bytes_per_param, act.attention_buffer_bytes(shape), layers, loss, at)
+
+
+def not_measured(shape: act.Shape, t: Any) -> tuple[str, ...]:
+    """The parts of the estimate that no committed measurement covers (all ran TP1 PP1, bf16,
+    unfused local attention, no fused kernels; docs/memory-model.md)."""
+    out = []
+    if not shape.local_attention:
+        out.append("fused attention (transformer_engine): derived from the source, not measured")
+    for name, size in (("tensor", shape.tp), ("pipeline", shape.pp), ("context", shape.cp), ("expert", shape.ep)):
+        if size > 1:
+            out.append(f"{name} parallel {size}: derived from the source, not measured")
+    if shape.num_experts is not None:
+        out.append("MoE activations: derived from the source, not measured")
+    if shape.recompute == "selective" and set(shape.modules) != {"core_attn"}:
+        out.append(f"selective recompute of {', '.join(shape.modules)}: only core_attn was measured")
+    if shape.elem != 2 or t.precision == "fp16":
+        out.append(f"{t.precision}: only bf16 was measured")
+    if shape.fused:
+        out.append("fused kernels: only the unfused path was measured")
+    return tuple(out)
+
+
+def storage_bytes(t: Any, per_save: int, iterations: int) -> tuple[int, int, int]:
+    """(checkpoints retained, logs, TensorBoard) on the shared storage. Megatron keeps every save
+    (no --ckpt retention at the pinned commit) and saves once more after training unless the last
+    iteration saved (training.py:1401)."""
+    interval = t.checkpoint.save_interval
+    saves = iterations // interval + (1 if iterations % interval else 0)
+    logs = LOG_START_BYTES + LOG_LINE_BYTES * (iterations // t.logging.interval)
+    tensorboard = TENSORBOARD_BYTES_PER_ITERATION * iterations if t.logging.tensorboard else 0
+    return saves, logs, tensorboard
 
 
 def estimate(spec: Any, layout: Layout) -> Estimate | None:
@@ -183,30 +268,85 @@ def estimate(spec: Any, layout: Layout) -> Estimate | None:
     counts = _counts(t, layout, padded)
     weights = megatron_weight_and_optimizer_bytes(t, layout, padded)
     activations = megatron_activation_bytes(t, layout, padded, micro)
-    attention = attention_scores_bytes(t, layout, micro)
-    # the last pipeline stage holds the logits; counting them with the first stage's activations
-    # makes the figure an upper bound when pipeline > 1
-    logits = logits_fp32_bytes(t, layout, padded)
-    peak = weights + activations + attention + logits
+    shape = shape_of(t, layout, padded, micro)
+    peak = peak_terms(shape, position_parameters(t), bytes_per_parameter(t.distributed_optimizer, layout.data))
+    peak_bytes = weights + peak.position_embeddings + peak.attention_buffer + peak.layers + peak.loss
     per_save = checkpoint_bytes_per_save(t, counts["total"])
     iterations = train_iterations(t.train_iters, t.train_samples, t.batch.global_)
-    saves = iterations // t.checkpoint.save_interval + (1 if iterations % t.checkpoint.save_interval else 0)
+    saves, logs, tensorboard = storage_bytes(t, per_save, iterations)
+    total_storage = per_save * saves + logs + tensorboard
     gpu = gpu_memory_gb(spec.resources)
-    peak_mb = peak / MB
     return Estimate(
         parameters_total=int(counts["total"]),
         parameters_most_loaded_rank=int(math.ceil(counts["tp"] + counts["replicated"] + counts["expert"])),
         weights_and_optimizer_mb=round(weights / MB, 2),
         activations_mb=round(activations / MB, 2),
         megatron_theoretical_total_mb=round((weights + activations) / MB, 2),
-        attention_scores_mb=round(attention / MB, 2),
-        logits_fp32_mb=round(logits / MB, 2),
-        peak_mb=round(peak_mb, 2),
+        position_embeddings_mb=round(peak.position_embeddings / MB, 2),
+        attention_buffer_mb=round(peak.attention_buffer / MB, 2),
+        layer_activations_mb=round(peak.layers / MB, 2),
+        loss_mb=round(peak.loss / MB, 2),
+        peak_mb=round(peak_bytes / MB, 2),
+        peak_at=peak.at,
+        attention=("unfused (transformer_impl: local): the scores are stored, measured" if shape.local_attention
+                   else "fused (transformer_impl: transformer_engine): no scores stored, not measured"),
+        not_measured=not_measured(shape, t),
         num_microbatches=micro,
         tokens_per_step=t.batch.global_ * t.model.seq_length,
         checkpoint_bytes_per_save=per_save,
         checkpoint_saves=saves,
         checkpoint_bytes_retained=per_save * saves,
+        log_bytes=logs,
+        tensorboard_bytes=tensorboard,
+        storage_bytes=total_storage,
         gpu_memory_gb=gpu,
-        peak_fraction_of_gpu=None if gpu is None else round(peak_mb / (gpu * 1000**3 / MB), 4),
+        peak_fraction_of_gpu=None if gpu is None else round(peak_bytes / (gpu * GB), 4),
     )
+
+
+def position_parameters(t: Any) -> int:
+    """Learned absolute position embeddings (language_model_embedding.py), which Megatron's weight
+    formula leaves out: max_position_embeddings × hidden."""
+    m = t.model
+    return m.max_position_embeddings * m.hidden_size if m.position_embedding == "learned_absolute" else 0
+
+
+def _peak_bytes(t: Any, layout: Layout, shape: act.Shape, distributed: bool) -> float:
+    """The peak estimate for a shape and optimizer choice (the hints re-run it on changed inputs)."""
+    c = _counts(t, layout, shape.vocab)
+    weights = ((c["tp"] + c["replicated"]) * bytes_per_parameter(distributed, layout.data)
+               + c["expert"] * bytes_per_parameter(distributed, layout.expert_data))
+    p = peak_terms(shape, position_parameters(t), bytes_per_parameter(distributed, layout.data))
+    return weights + p.position_embeddings + p.attention_buffer + p.layers + p.loss
+
+
+def alternatives(t: Any, layout: Layout) -> list[tuple[str, float]]:
+    """Changes the training section has not made yet, each with the peak estimate's change in bytes
+    (negative: less memory), re-estimated on the changed inputs; the largest saving first."""
+    vocab = vocab_size(t)
+    if vocab is None:
+        return []
+    padded = padded_vocab_size(vocab, t.model.make_vocab_size_divisible_by, layout.tensor)
+    micro = num_microbatches(t.batch.global_, t.batch.micro, layout.data)
+    shape = shape_of(t, layout, padded, micro)
+    now = _peak_bytes(t, layout, shape, t.distributed_optimizer)
+    options: list[tuple[str, act.Shape, bool]] = []
+    if shape.recompute is None:
+        options.append(("training.recompute.granularity: selective", replace(shape, recompute="selective",
+                                                                    modules=("core_attn",)), t.distributed_optimizer))
+    if shape.recompute != "full":
+        options.append(("training.recompute: full, uniform, 1 layer", replace(
+            shape, recompute="full", method="uniform", recompute_layers=1), t.distributed_optimizer))
+    if t.batch.micro > 1:
+        half = t.batch.micro // 2
+        options.append((f"training.batch.micro: {half}", replace(shape, micro=half, microbatches=micro * t.batch.micro // half),
+                        t.distributed_optimizer))
+    if shape.local_attention:
+        options.append(("training.model.transformer_impl: transformer_engine (fused attention, not measured)",
+                        replace(shape, local_attention=False), t.distributed_optimizer))
+    if not t.distributed_optimizer and layout.data > 1:
+        options.append(("training.distributed_optimizer: true", shape, True))
+    if layout.tensor > 1 and not t.sequence_parallel:
+        options.append(("training.sequence_parallel: true", replace(shape, sp=True), t.distributed_optimizer))
+    out = [(label, _peak_bytes(t, layout, changed, distributed) - now) for label, changed, distributed in options]
+    return sorted((o for o in out if o[1] < 0), key=lambda o: o[1])

@@ -18,7 +18,9 @@ from ..megatron.pretrain import num_microbatches, train_iterations, virtual_pipe
 from ..megatron.runfiles import NODES_DIR, RUNTIME_PROBE
 from ..megatron.timing import training_time
 from ..platform.aistudio import JOB_FILE, AIStudioJob, PLATFORM
-from ..platform.images import image_pins
+from ..platform.images import ImagePins, image_pins
+from ..platform.kubernetes import TRAINJOB_FILE, KubeJob
+from ..platform.slurm import BATCH_FILE, SlurmJob
 from .report import data_rows, report, steps_section, time_section
 from .build_words import flag_words
 from .prepare import prepare_job, prepare_plan
@@ -34,6 +36,11 @@ IMAGE_ARTIFACTS = (Artifact("Dockerfile", "Dockerfile.j2"), Artifact("buildx.sh"
                    Artifact("regctl.sh", "regctl.sh.j2"))
 TRAIN_ARTIFACTS = (Artifact(JOB_FILE, None, embeds="launch.sh"), Artifact("launch.sh", "launch.sh.j2"),
                    Artifact("verify.sh", "verify.sh.j2"))
+TRAIN_ARTIFACTS_BY_PLATFORM = {
+    "aistudio": TRAIN_ARTIFACTS,
+    "slurm": (Artifact(BATCH_FILE, "job.sbatch.j2", embeds="launch.sh"),) + TRAIN_ARTIFACTS[1:],
+    "kubernetes": (Artifact(TRAINJOB_FILE, None, embeds="launch.sh"),) + TRAIN_ARTIFACTS[1:],
+}
 PREPARE_ARTIFACTS = (Artifact("prepare.sh", "prepare.sh.j2"), Artifact("job-prepare.json", None, embeds="prepare.sh"),
                      Artifact("verify-prepare.sh", "verify.sh.j2"))
 SUMMARY_ARTIFACTS = (Artifact("plan.md", "plan.md.j2"),)
@@ -62,6 +69,35 @@ def _base_mirror(spec: Any) -> str:
     return f"{spec.image.registry}/{spec.image.namespace}/{'-'.join(parts)}:{tag or 'latest'}"
 
 
+def _platform_job(spec: Any, facts: Facts, pins: ImagePins) -> AIStudioJob | SlurmJob | KubeJob:
+    """The engine's job of the training step: AIStudio's job document, Slurm's batch job or a TrainJob."""
+    res = spec.resources
+    assert facts.mount_path is not None and facts.run_root is not None
+    if spec.platform == "slurm":
+        s = spec.slurm
+        return SlurmJob(
+            name=spec.name, partition=s.partition, account=s.account, has_account=s.account is not None,
+            nodes=res.workers, gpus_per_node=res.gpus_per_worker, time_limit=s.time_limit, exclusive=s.exclusive,
+            output=f"{facts.run_root}/slurm-%j.out", run_root=facts.run_root,
+            # pyxis takes enroot's registry#image form without the docker:// scheme
+            container_image=s.container.image or pins.enroot_uri.removeprefix("docker://"),
+            container_mounts=",".join(s.container.mounts),
+            default_master_port=DEFAULT_MASTER_PORT,
+        )
+    if spec.platform == "kubernetes":
+        k = spec.kubernetes
+        return KubeJob(
+            name=spec.name, namespace=k.namespace, runtime=k.runtime, nodes=res.workers,
+            gpus_per_node=res.gpus_per_worker, image=pins.kubernetes_image, claim=k.volume.claim,
+            mount_path=facts.mount_path, queue=k.queue, active_deadline_seconds=k.active_deadline_seconds,
+        )
+    return AIStudioJob(
+        name=spec.name, image=pins.job_image, workers=res.workers, gpus_per_worker=res.gpus_per_worker,
+        worker_flavor=res.worker_flavor, rdma=res.rdma, slow_training_detection=res.slow_training_detection,
+        mount_path=facts.mount_path,
+    )
+
+
 def _steps_report(spec: Any, facts: Facts, steps: tuple[Step, ...]) -> tuple[ReportSection, ...]:
     """The Steps section, for plans of more than the training step."""
     runs = [s for s in steps if s.job is not None]
@@ -71,10 +107,14 @@ def _steps_report(spec: Any, facts: Facts, steps: tuple[Step, ...]) -> tuple[Rep
     for step in runs:
         job = step.job
         assert job is not None
-        runner = next(a.file for a in step.artifacts if a.template is not None)
-        gpus = f"{job.workers} worker(s) × {job.gpus_per_worker} GPU(s)" if job.gpus_per_worker else "1 worker, CPUs only"
-        described.append((step.kind, f"{runner} as {next(a.file for a in step.artifacts if a.template is None)} "
-                                     f"({gpus}{', flavor ' + job.worker_flavor if job.worker_flavor else ''})"))
+        runner = next(a.embeds for a in step.artifacts if a.embeds is not None)
+        document = next(a.file for a in step.artifacts if a.embeds is not None)
+        if isinstance(job, AIStudioJob):
+            gpus = f"{job.workers} worker(s) × {job.gpus_per_worker} GPU(s)" if job.gpus_per_worker else "1 worker, CPUs only"
+            gpus += f", flavor {job.worker_flavor}" if job.worker_flavor else ""
+        else:
+            gpus = f"{job.nodes} node(s) × {job.gpus_per_node} GPU(s)"
+        described.append((step.kind, f"{runner} as {document} ({gpus})"))
     rows = data_rows(spec, facts, vocab_size(spec.training)) if facts.prepared else ()
     return (steps_section(tuple(described), rows),)
 
@@ -137,7 +177,9 @@ def _launch_plan(spec: Any, facts: Facts, pretrain: PretrainPlan | None) -> Laun
         # that communication kernels are queued ahead of the compute they overlap with.
         env.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
     resume = spec.training.resume or (pretrain is not None and spec.training.checkpoint.resume)
+    platform = spec.platform
     return LaunchPlan(
+        on_aistudio=platform == "aistudio", on_slurm=platform == "slurm", on_kubernetes=platform == "kubernetes",
         expected_gpus=res.gpus_per_worker, expected_nodes=res.workers, multi_worker=multi,
         default_master_port=DEFAULT_MASTER_PORT, log_dir=log_dir,
         log_dir_shown=log_dir.as_text().replace("$RUN_ROOT", facts.run_root), torchrun=torchrun,
@@ -179,11 +221,7 @@ def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | Non
     launch = _launch_plan(spec, facts, pretrain)
     verify = verify_plan(spec, layout, groups, pretrain, facts.is_bounded_example, facts.run_root,
                          facts.prepared or ())
-    job = AIStudioJob(
-        name=spec.name, image=pins.job_image, workers=res.workers, gpus_per_worker=res.gpus_per_worker,
-        worker_flavor=res.worker_flavor, rdma=res.rdma, slow_training_detection=res.slow_training_detection,
-        mount_path=facts.mount_path,
-    )
+    job = _platform_job(spec, facts, pins)
     prepare = prepare_plan(spec, facts)
     prepare_steps: tuple[Step, ...] = ()
     if prepare is not None:
@@ -193,7 +231,8 @@ def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | Non
                               job=prepare_job(spec, pins.job_image, facts.mount_path)),)
     steps = (
         (Step(kind="image", artifacts=IMAGE_ARTIFACTS),) + prepare_steps
-        + (Step(kind="train", artifacts=TRAIN_ARTIFACTS, launch=launch, verify=verify, pretrain=pretrain, job=job),)
+        + (Step(kind="train", artifacts=TRAIN_ARTIFACTS_BY_PLATFORM[spec.platform], launch=launch, verify=verify,
+                pretrain=pretrain, job=job),)
     )
     return Plan(
         header=header, name=spec.name, world_size=layout.world, run_root=facts.run_root, platform=PLATFORM,

@@ -77,22 +77,7 @@ def report(spec: Any, facts: Facts, groups: RankLayout, launch: LaunchPlan, refe
         if est is None:
             rows.append(("estimates", "none: set training.model.vocab_size for memory and checkpoint estimates"))
         else:
-            rows += [
-                ("tokens per step", f"{est.tokens_per_step:,}"),
-                ("parameters", f"{est.parameters_total:,} total, {est.parameters_most_loaded_rank:,} on the most "
-                               "loaded rank"),
-                ("weights + gradients + optimizer per GPU", _mb(est.weights_and_optimizer_mb)),
-                ("activations per GPU (Megatron's formula)", _mb(est.activations_mb)),
-                ("Megatron's theoretical total per GPU", _mb(est.megatron_theoretical_total_mb)),
-                ("unfused attention scores per GPU", _mb(est.attention_scores_mb)),
-                ("fp32 logits of the loss per GPU", _mb(est.logits_fp32_mb)),
-                ("peak estimate per GPU", _mb(est.peak_mb)),
-                ("GPU memory", "unknown: set resources.gpu_memory_gb" if est.gpu_memory_gb is None
-                 else f"{est.gpu_memory_gb:g} GB, peak at {est.peak_fraction_of_gpu:.0%}"),
-                ("checkpoint per save", _bytes(est.checkpoint_bytes_per_save)),
-                ("checkpoints retained", f"{est.checkpoint_saves} save{'s' if est.checkpoint_saves != 1 else ''}, "
-                                         f"{_bytes(est.checkpoint_bytes_retained)}"),
-            ]
+            rows += estimate_rows(est, spec.storage.quota_gb)
         sections.append(ReportSection("Training and estimates", tuple(rows)))
     return tuple(sections)
 
@@ -147,3 +132,38 @@ def time_section(pretrain: PretrainPlan | None) -> tuple[ReportSection, ...]:
         rows.append((term.name, f"{term.seconds * 1e3:,.1f} ms{state}{label}: {term.note}"))
     rows.append(("calibration", f"{step.utilisation_source}; constants and sources in docs/performance-model.md"))
     return (ReportSection("Time (estimate)", tuple(rows)),)
+
+
+def estimate_rows(est: Any, quota_gb: float | None) -> list[tuple[str, str]]:
+    """The memory and storage estimate, term by term (docs/memory-model.md says where each comes from)."""
+    rows = [
+        ("tokens per step", f"{est.tokens_per_step:,}"),
+        ("parameters", f"{est.parameters_total:,} total, {est.parameters_most_loaded_rank:,} on the most "
+                       "loaded rank"),
+        ("weights + gradients + optimizer per GPU", _mb(est.weights_and_optimizer_mb)),
+        ("activations per GPU (Megatron's formula)", _mb(est.activations_mb)),
+        ("Megatron's theoretical total per GPU", _mb(est.megatron_theoretical_total_mb)),
+        ("attention path assumed", est.attention),
+        ("peak: weights + gradients + optimizer", _mb(est.weights_and_optimizer_mb)),
+        ("peak: learned position embeddings", _mb(est.position_embeddings_mb)),
+        ("peak: unfused attention's score buffer", _mb(est.attention_buffer_mb)),
+        (f"peak: layer activations at {est.peak_at}", _mb(est.layer_activations_mb)),
+        ("peak: logits and head at the loss", _mb(est.loss_mb)),
+        ("peak estimate per GPU", _mb(est.peak_mb)),
+        ("GPU memory", "unknown: set resources.gpu_memory_gb" if est.gpu_memory_gb is None
+         else f"{est.gpu_memory_gb:g} GB, peak at {est.peak_fraction_of_gpu:.0%}"),
+    ]
+    if est.not_measured:
+        rows.append(("not yet measured", "; ".join(est.not_measured)))
+    rows += [
+        ("checkpoint per save", _bytes(est.checkpoint_bytes_per_save)),
+        ("checkpoints retained", f"{est.checkpoint_saves} save{'s' if est.checkpoint_saves != 1 else ''}, "
+                                 f"{_bytes(est.checkpoint_bytes_retained)}"),
+        ("logs and TensorBoard", f"{est.log_bytes + est.tensorboard_bytes:,} B "
+                                 f"({(est.log_bytes + est.tensorboard_bytes) / 1e6:,.1f} MB)"
+                                 + (", TensorBoard not measured" if est.tensorboard_bytes else "")),
+        ("shared storage the run needs", _bytes(est.storage_bytes) + (
+            "" if quota_gb is None else f", {est.storage_bytes / (quota_gb * 1000**3):.0%} of storage.quota_gb "
+                                        f"{quota_gb:g} GB")),
+    ]
+    return rows

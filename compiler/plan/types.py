@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..megatron.flags import Flag
 from ..megatron.parallel import ParallelLayout, RankLayout
 from ..platform.aistudio import AIStudioJob
+from ..platform.kubernetes import KubeJob
+from ..platform.slurm import SlurmJob
 from .shell import Word
 
 if TYPE_CHECKING:
@@ -55,6 +57,9 @@ class MegatronPlan(NamedTuple):
 
 
 class LaunchPlan(NamedTuple):
+    on_aistudio: bool  # the platform block: where the node count, rank and rendezvous come from
+    on_slurm: bool
+    on_kubernetes: bool
     expected_gpus: int
     expected_nodes: int
     multi_worker: bool
@@ -136,7 +141,7 @@ class Step(NamedTuple):
     verify: VerifyPlan | None = None
     pretrain: PretrainPlan | None = None
     prepare: PreparePlan | None = None
-    job: AIStudioJob | None = None  # the platform job that runs the step
+    job: AIStudioJob | SlurmJob | KubeJob | None = None  # the platform job that runs the step
 
 
 class Plan(NamedTuple):
@@ -161,7 +166,7 @@ class Plan(NamedTuple):
         return next(step for step in self.steps if step.kind == "train")
 
     @property
-    def job(self) -> AIStudioJob:
+    def job(self) -> AIStudioJob | SlurmJob | KubeJob:
         """The training job."""
         job = self.train.job
         assert job is not None

@@ -64,8 +64,12 @@ def verify_plan(spec: Any, layout: ParallelLayout, groups: RankLayout, pretrain:
                  ("data_parallel_size", layout.data))
         for name, value in sizes:
             checks.append(_check("check_argument", f"Megatron argument {name}", first, name, value))
-        checks.append(_check("check_last_iteration", "last logged iteration", last, pretrain.train_iters))
-        checks.append(_check("check_no_bad_iterations", "no skipped or NaN iterations", last))
+        # Megatron prints its iteration lines on the last rank alone (print_rank_last(log_string),
+        # megatron/training/training.py:2692 at 571370c8), which torchrun's node ranks place on the
+        # last worker: the label names the log they are read from.
+        where = "" if workers == 1 else f" (worker {workers - 1}, the last rank's)"
+        checks.append(_check("check_last_iteration", f"last logged iteration{where}", last, pretrain.train_iters))
+        checks.append(_check("check_no_bad_iterations", f"no skipped or NaN iterations{where}", last))
         for prefix in prepared:
             for key, value in tokenizer_record(spec.training.data.tokenizer):
                 checks.append(_check("check_value", f"prepared {prefix.stem}_{prefix.key} {key} (the training tokenizer)",

@@ -159,9 +159,21 @@ def md_code(value: str) -> Safe:
     return Safe(f"{fence}{pad}{text}{pad}{fence}")
 
 
+HEREDOC_DELIMITER = "LAUNCH_SH"
+
+
+def heredoc(text: str) -> Safe:
+    """A generated script carried verbatim in a quoted here-document (<<'LAUNCH_SH': bash expands
+    nothing in it); refused if a line of it would end the document early."""
+    if not isinstance(text, str) or any(line == HEREDOC_DELIMITER for line in text.split("\n")):
+        raise TemplateSafetyError("the embedded script holds the here-document's delimiter")
+    return Safe(text.rstrip("\n"))
+
+
 QUOTING_FILTERS = {
     "sh": sh, "sh_word": sh_word, "sh_command": sh_command, "sh_inline": sh_inline, "sh_name": sh_name, "comment": comment,
     "docker_word": docker_word, "docker_str": docker_str, "docker_json": docker_json, "md": md, "md_code": md_code,
+    "heredoc": heredoc,
 }
 
 

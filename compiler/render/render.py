@@ -14,9 +14,13 @@ from typing import Any
 
 import jinja2
 
-from ..platform.aistudio import job_document
+import yaml
+
+from ..platform.aistudio import AIStudioJob, job_document
+from ..platform.kubernetes import KubeJob, trainjob_document
 from ..plan.types import Plan
-from .quoting import QUOTING_FILTERS, finalize
+from ..schema.formats import CONTROL
+from .quoting import QUOTING_FILTERS, TemplateSafetyError, finalize
 
 
 def templates_dir() -> Path:
@@ -93,14 +97,49 @@ def render(plan: Plan) -> dict[str, str]:
     rendered: dict[str, str] = {}
     for step in plan.steps:
         for artifact in step.artifacts:
-            if artifact.template is not None:
+            if artifact.template is not None and artifact.embeds is None:
                 rendered[artifact.file] = _tidy(env.get_template(artifact.template).render(plan=plan, step=step))
     for artifact in plan.summary:
         assert artifact.template is not None
         rendered[artifact.file] = _tidy(env.get_template(artifact.template).render(plan=plan))
+    # the platform's documents carry a script rendered above: job.json, job.sbatch, trainjob.yaml
     for step in plan.steps:
         for artifact in step.artifacts:
-            if artifact.template is None:
-                assert step.job is not None and artifact.embeds is not None
-                rendered[artifact.file] = to_json(job_document(step.job, _generated_by(plan), rendered[artifact.embeds]))
+            if artifact.embeds is None:
+                continue
+            embedded = rendered[artifact.embeds]
+            if artifact.template is not None:
+                rendered[artifact.file] = _tidy(env.get_template(artifact.template).render(
+                    plan=plan, step=step, embedded=embedded))
+            elif isinstance(step.job, KubeJob):
+                rendered[artifact.file] = to_yaml(*trainjob_document(step.job, list(plan.header.lines()), embedded))
+            else:
+                assert isinstance(step.job, AIStudioJob)
+                rendered[artifact.file] = to_json(job_document(step.job, _generated_by(plan), embedded))
     return {name: rendered[name] for name in plan.artifacts}
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """YAML with multi-line strings as literal blocks (the TrainJob's command stays readable)."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _str)
+
+
+def to_yaml(comments: list[str], document: dict[str, Any]) -> str:
+    """Stable YAML: comment lines, then the document in its key order, block scalars for multi-line text."""
+    body = yaml.dump(document, Dumper=_BlockDumper, sort_keys=False, default_flow_style=False, allow_unicode=True,
+                     width=4096)
+    for line in comments:
+        _no_control(line)
+    return "".join(f"# {line}\n" if line else "#\n" for line in comments) + body
+
+
+def _no_control(text: str) -> None:
+    if CONTROL.search(text):
+        raise TemplateSafetyError(f"control character in a YAML comment: {text!r}")

@@ -100,6 +100,9 @@ class Storage(_Section):
 
     mount_path: AbsolutePath  # type: ignore[valid-type]
     run_root: AbsolutePath | None = None  # type: ignore[valid-type]
+    # The share's quota in GB (10^9 bytes): the compiler compares the run's estimated checkpoints,
+    # logs and TensorBoard with it (a warning above 90 %, an error above 100 %).
+    quota_gb: float | None = Field(default=None, gt=0)
 
 
 class Parallelism(_Section):
@@ -254,8 +257,39 @@ class Training(_Section):
     eval: Evaluation = Field(default_factory=Evaluation)
 
 
+class SlurmContainer(_Section):
+    """pyxis/enroot: the image every task runs in, and the storage it mounts."""
+
+    image: NonEmptyText | None = None  # default: the built image, in enroot's registry#repository form
+    mounts: list[NonEmptyText] = Field(default_factory=list)  # SRC:DST[:FLAGS]; one must mount storage.mount_path
+
+
+class Slurm(_Section):
+    """A Slurm batch job: one srun task per node, in the image through pyxis."""
+
+    partition: NonEmptyText
+    account: NonEmptyText | None = None
+    time_limit: NonEmptyText = "04:00:00"  # sbatch --time: minutes, [days-]hours:minutes[:seconds], …
+    exclusive: bool = True  # whole nodes: multi-node NCCL wants every GPU and NIC of a node
+    container: SlurmContainer = Field(default_factory=SlurmContainer)
+
+
+class KubernetesVolume(_Section):
+    claim: NonEmptyText  # the PersistentVolumeClaim of the shared storage, mounted at storage.mount_path
+
+
+class Kubernetes(_Section):
+    """A Kubeflow Trainer (v2) TrainJob on a ClusterTrainingRuntime."""
+
+    namespace: NonEmptyText | None = None
+    runtime: NonEmptyText = "torch-distributed"  # the ClusterTrainingRuntime
+    volume: KubernetesVolume
+    queue: NonEmptyText | None = None  # Kueue's LocalQueue, as the kueue.x-k8s.io/queue-name label
+    active_deadline_seconds: int | None = Field(default=None, ge=1)
+
+
 class JobSpec(_Section):
-    """A Megatron training job on AIStudio, spec format v1."""
+    """A Megatron training job on AIStudio (or Slurm, or Kubernetes), spec format v1."""
 
     model_config = ConfigDict(
         extra="forbid", frozen=True, strict=True, defer_build=True,
@@ -270,6 +304,9 @@ class JobSpec(_Section):
     storage: Storage
     parallelism: Parallelism = Field(default_factory=Parallelism)
     training: Training = Field(default_factory=Training)
+    platform: Literal["aistudio", "slurm", "kubernetes"] = "aistudio"  # the engine the job runs on
+    slurm: Slurm | None = None
+    kubernetes: Kubernetes | None = None
 
 
 def unwrap(annotation: Any) -> Any:

@@ -62,6 +62,24 @@ class Image(Record):
     base_login: Literal['auto', 'always', 'never']
 
 
+class Kubernetes(Record):
+    """A Kubeflow Trainer (v2) TrainJob on a ClusterTrainingRuntime."""
+
+    __slots__ = ()
+
+    namespace: str | None
+    runtime: str
+    volume: KubernetesVolume
+    queue: str | None
+    active_deadline_seconds: int | None
+
+
+class KubernetesVolume(Record):
+    __slots__ = ()
+
+    claim: str
+
+
 class Logging(Record):
     __slots__ = ()
 
@@ -179,6 +197,27 @@ class Resources(Record):
     gpu_memory_gb: float | None
 
 
+class Slurm(Record):
+    """A Slurm batch job: one srun task per node, in the image through pyxis."""
+
+    __slots__ = ()
+
+    partition: str
+    account: str | None
+    time_limit: str
+    exclusive: bool
+    container: SlurmContainer
+
+
+class SlurmContainer(Record):
+    """pyxis/enroot: the image every task runs in, and the storage it mounts."""
+
+    __slots__ = ()
+
+    image: str | None
+    mounts: list[str]
+
+
 class Storage(Record):
     """The writable shared storage mounted into every worker."""
 
@@ -186,6 +225,7 @@ class Storage(Record):
 
     mount_path: str
     run_root: str | None
+    quota_gb: float | None
 
 
 class Tokenizer(Record):
@@ -224,7 +264,7 @@ class Training(Record):
 
 
 class JobSpec(Record):
-    """A Megatron training job on AIStudio, spec format v1."""
+    """A Megatron training job on AIStudio (or Slurm, or Kubernetes), spec format v1."""
 
     __slots__ = ()
 
@@ -236,3 +276,6 @@ class JobSpec(Record):
     storage: Storage
     parallelism: Parallelism
     training: Training
+    platform: Literal['aistudio', 'slurm', 'kubernetes']
+    slurm: Slurm | None
+    kubernetes: Kubernetes | None

@@ -32,7 +32,7 @@ from .record import Record
 _SOURCES = ("models.py", "formats.py", "validator.py", "record.py", "records.py")  # what the cached schema is built from
 
 # The sections the rules see on their own when the whole spec did not validate.
-SECTIONS = ("image", "megatron", "resources", "storage", "parallelism", "training")
+SECTIONS = ("image", "megatron", "resources", "storage", "parallelism", "training", "slurm", "kubernetes")
 
 
 # --- the schema, built from the models -------------------------------------------------------------

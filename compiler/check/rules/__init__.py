@@ -10,10 +10,11 @@ from ...diagnostics import Diagnostic
 from ..context import Rule, RuleContext
 from .args import check_raw_args
 from .data import check_prepare_paths, check_prepare_tokenizer
+from .platform import check_kubernetes, check_platform_sections, check_slurm
 from .megatron import (
     check_distributed_optimizer_resume, check_duplicate_flags, check_megatron_batch, check_megatron_data,
     check_megatron_model, check_megatron_optimizer, check_megatron_pipeline, check_memory, check_pretrain_sections,
-    check_sequence_parallel, check_training_length,
+    check_sequence_parallel, check_storage_quota, check_training_length,
 )
 from .parallel import (
     check_bounded_args, check_bounded_layout, check_expert_divisibility, check_parallel_divisibility, check_rdma,
@@ -46,8 +47,12 @@ RULES: tuple[Rule, ...] = (
     Rule("args-duplicate-flag", ("training", "parallelism"), check_duplicate_flags),
     Rule("megatron-unknown-flag", ("training",), check_raw_args),
     Rule("prepare-input-path", ("training", "storage"), check_prepare_paths),
+    Rule("platform-section", (), check_platform_sections),
+    Rule("slurm-time-limit", ("slurm",), check_slurm),
+    Rule("kubernetes-name", ("kubernetes",), check_kubernetes),
     Rule("tokenizer-files", ("training",), check_prepare_tokenizer),
     Rule("memory-over-capacity", ("training", "parallelism", "resources"), check_memory),
+    Rule("storage-over-quota", ("training", "storage"), check_storage_quota),
     Rule("distributed-optimizer-resume", ("training",), check_distributed_optimizer_resume),
 )
 

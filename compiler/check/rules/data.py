@@ -30,10 +30,11 @@ def check_prepare_paths(ctx: RuleContext) -> Iterator[Diagnostic]:
     for index, item in enumerate(prepare.inputs):
         where = HERE + ("inputs", index, "path")
         path = normalize_path(item.path)
-        if not (is_within(path, mount) or is_within(path, READ_ONLY_DATA)):
+        if not (is_within(path, mount) or any(is_within(path, r) for r in ctx.facts.read_only_roots)):
+            also = "".join(f" or {r}" for r in ctx.facts.read_only_roots)
             yield ctx.locate(
                 "prepare-input-path", f"training.data.prepare.inputs[{index}].path ({path}) is not under the job's "
-                f"mount ({mount}) or {READ_ONLY_DATA}, so the preparation job cannot read it", where,
+                f"mount ({mount}){also}, so the preparation job cannot read it", where,
                 hint="put the corpus on the shared storage",
             )
         stem = input_stem(path)
@@ -49,7 +50,7 @@ def check_prepare_paths(ctx: RuleContext) -> Iterator[Diagnostic]:
         return
     where = HERE + ("output_dir",) if prepare.output_dir is not None else HERE
     run_root = ctx.facts.run_root
-    if is_within(out, READ_ONLY_DATA):
+    if any(is_within(out, r) for r in ctx.facts.read_only_roots):
         yield ctx.locate("prepare-output-path", f"the preparation's output directory ({out}) is under "
                          f"{READ_ONLY_DATA}, which is public and read-only", where,
                          hint=f"write the prefixes under the mount, e.g. {mount}/data/<name>")

@@ -11,10 +11,10 @@ from typing import Any, Iterator
 
 from ...diagnostics import Diagnostic, Severity
 from ...megatron.flags import OWNED_FLAGS, arg_flag_name
+from ...megatron.memory import GB, MEASURED_ERROR, alternatives
 from ...megatron.parallel import model_parallel_size
 from ...megatron.pretrain import PRETRAIN_SCRIPT, PRETRAIN_SECTIONS, REQUIRED_SECTIONS, virtual_pipeline_size
 from ...paths import is_within, normalize_path
-from ...platform.aistudio import READ_ONLY_DATA
 from ..context import RuleContext
 from .parallel import world_text
 
@@ -225,10 +225,12 @@ def check_megatron_data(ctx: RuleContext) -> Iterator[Diagnostic]:
                 "data-path", f"training.data.paths[{index}] names a file ({path}); Megatron wants the prefix",
                 where, hint=f"write {path[:-4]}: Megatron opens {posixpath.basename(path[:-4])}.bin and .idx",
             )
-        elif storage is not None and not (is_within(path, storage.mount_path) or is_within(path, READ_ONLY_DATA)):
+        elif storage is not None and not (is_within(path, storage.mount_path)
+                                          or any(is_within(path, r) for r in ctx.facts.read_only_roots)):
+            also = "".join(f" or {r}" for r in ctx.facts.read_only_roots)
             yield ctx.locate(
                 "data-path", f"training.data.paths[{index}] ({normalize_path(path)}) is not under the job's mount "
-                f"({normalize_path(storage.mount_path)}) or {READ_ONLY_DATA}, so the workers cannot read it",
+                f"({normalize_path(storage.mount_path)}){also}, so the workers cannot read it",
                 where, hint="put preprocessed data on the shared storage",
             )
 
@@ -278,21 +280,64 @@ def check_duplicate_flags(ctx: RuleContext) -> Iterator[Diagnostic]:
             )
 
 
+def _memory_terms(est: Any) -> str:
+    """The largest terms of the peak estimate, in GiB, largest first."""
+    terms = [("weights, gradients and optimizer", est.weights_and_optimizer_mb + est.position_embeddings_mb),
+             (f"layer activations at {est.peak_at}", est.layer_activations_mb),
+             ("the unfused attention's score buffer", est.attention_buffer_mb),
+             ("the logits at the loss", est.loss_mb)]
+    top = sorted((t for t in terms if t[1] > 0), key=lambda t: -t[1])[:3]
+    return ", ".join(f"{name} {mb / 1024:.1f} GiB" for name, mb in top)
+
+
+def _memory_hint(t: Any, ctx: RuleContext) -> str:
+    """The changes the spec has not made, each with its estimated effect (the estimator re-run)."""
+    layout = ctx.facts.layout
+    options = alternatives(t, layout) if layout is not None else []
+    shown = "; ".join(f"{label}: \u2212{-delta / 1024**3:.1f} GiB" for label, delta in options[:4])
+    more = "or add tensor or pipeline parallelism"
+    return (f"estimated effect on the peak: {shown}; {more}" if shown else more.capitalize()) + \
+        "; `megatron-compile --explain` shows every term"
+
+
 def check_memory(ctx: RuleContext) -> Iterator[Diagnostic]:
     t = _pretrain(ctx)
     est = ctx.facts.estimate
     if t is None or est is None or est.peak_fraction_of_gpu is None:
         return
     detail = (f"the peak memory estimate per GPU is {est.peak_mb / 1024:.1f} GiB "
-              f"({est.peak_fraction_of_gpu:.0%} of the GPU's {est.gpu_memory_gb:g} GB)")
-    hint = "lower training.batch.micro, recompute activations, or add tensor/pipeline parallelism; " \
-           "`megatron-compile --explain` shows the breakdown"
-    if est.peak_fraction_of_gpu > 1.0:
+              f"({est.peak_fraction_of_gpu:.0%} of the GPU's {est.gpu_memory_gb:g} GB): {_memory_terms(est)}")
+    # An error only when the estimate less its uncertainty is still over: the measured error bound,
+    # doubled where a term of this spec was never measured (docs/memory-model.md).
+    margin = MEASURED_ERROR * (2 if est.not_measured else 1)
+    if est.peak_fraction_of_gpu * (1 - margin) > 1.0:
         yield ctx.locate("memory-over-capacity", detail + "; the job would run out of memory",
-                         ("training", "batch", "micro"), hint=hint)
+                         ("training", "batch", "micro"), hint=_memory_hint(t, ctx))
     elif est.peak_fraction_of_gpu > 0.9:
-        yield ctx.locate("memory-near-capacity", detail + "; allocator fragmentation may push it over",
-                         ("training", "batch", "micro"), severity=Severity.WARNING, hint=hint)
+        verdict = "it may not fit" if est.peak_fraction_of_gpu > 1.0 else "allocator fragmentation may push it over"
+        yield ctx.locate("memory-near-capacity", f"{detail}; {verdict} (the estimate is within "
+                         f"{margin:.0%} of measured runs)", ("training", "batch", "micro"),
+                         severity=Severity.WARNING, hint=_memory_hint(t, ctx))
+
+
+def check_storage_quota(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """The run's shared-storage total (checkpoints retained, logs, TensorBoard) against storage.quota_gb."""
+    storage, est = ctx.sections["storage"], ctx.facts.estimate
+    quota = storage.quota_gb  # type: ignore[attr-defined]
+    if quota is None or est is None:
+        return
+    fraction = est.storage_bytes / (quota * GB)
+    detail = (f"the run needs about {est.storage_bytes / GB:,.1f} GB of shared storage ({fraction:.0%} of "
+              f"storage.quota_gb {quota:g}): {est.checkpoint_saves} checkpoint save"
+              f"{'s' if est.checkpoint_saves != 1 else ''} of {est.checkpoint_bytes_per_save / GB:,.1f} GB, "
+              f"logs and TensorBoard {(est.log_bytes + est.tensorboard_bytes) / 1e6:,.1f} MB")
+    hint = ("raise training.checkpoint.save_interval (Megatron keeps every save), or raise the quota; "
+            "`megatron-compile --explain` shows the breakdown")
+    if fraction > 1.0:
+        yield ctx.locate("storage-over-quota", detail, ("storage", "quota_gb"), hint=hint)
+    elif fraction > 0.9:
+        yield ctx.locate("storage-near-quota", detail, ("storage", "quota_gb"), severity=Severity.WARNING,
+                         hint=hint)
 
 
 def check_training_length(ctx: RuleContext) -> Iterator[Diagnostic]:

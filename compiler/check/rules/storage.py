@@ -6,7 +6,7 @@ from typing import Any, Iterator
 
 from ...diagnostics import Diagnostic
 from ...paths import is_within, normalize_path
-from ...platform.aistudio import READ_ONLY_DATA, RESERVED_MOUNTS
+from ...platform.aistudio import PLATFORM, READ_ONLY_DATA, RESERVED_MOUNTS
 from ..context import RuleContext
 
 
@@ -38,6 +38,8 @@ def check_run_root(ctx: RuleContext) -> Iterator[Diagnostic]:
 
 
 def check_read_only(ctx: RuleContext) -> Iterator[Diagnostic]:
+    if ctx.facts.platform != PLATFORM:  # /infini-data is AIStudio's
+        return
     mount, run_root, where = _storage_paths(ctx)
     if is_within(mount, READ_ONLY_DATA):
         yield ctx.locate(
@@ -53,6 +55,8 @@ def check_read_only(ctx: RuleContext) -> Iterator[Diagnostic]:
 
 
 def check_reserved_mount(ctx: RuleContext) -> Iterator[Diagnostic]:
+    if ctx.facts.platform != PLATFORM:  # the reserved mount points are AIStudio's
+        return
     mount = normalize_path(ctx.sections["storage"].mount_path)  # type: ignore[attr-defined]
     blocked = "/" if mount == "/" else next(
         (r for r in RESERVED_MOUNTS if mount == r or mount.startswith(r + "/")), None)  # both normalised

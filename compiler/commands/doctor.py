@@ -1,0 +1,175 @@
+"""`megatron-compile doctor SPEC [RUN_ROOT]`: why a run failed, from its own files, and what to change.
+
+Reads what the generated launch command left in the run root (each worker's launch.log, train.log,
+exit_status and runtime.txt; the checkpoint directory), classifies the failure with
+compiler/megatron/failures.py, and prints each finding with its evidence line and the fix in the
+spec's terms. A run with no finding gets verify.sh's verdict. Exit 0 only for a healthy run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from typing import TextIO
+
+from ..megatron.failures import Evidence, Facts, Finding, Fix, RunFiles, WorkerFiles, diagnose
+from ..megatron.runfiles import (
+    CHECKPOINT_DIR, EXIT_RECORD, LATEST_CHECKPOINT, LAUNCH_LOG, RUNTIME_RECORD, TRAIN_LOG, worker_log_dir,
+)
+
+EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class SpecFacts:
+    """What the doctor needs from the spec: the facts, the spec's run root, its verify.sh."""
+
+    facts: Facts
+    run_root: str
+    verify_sh: str | None
+
+
+def spec_facts(path: str, display: str) -> SpecFacts | str:
+    """The spec's facts through today's compiler (the one place that knows the compiler's types);
+    a message when the spec does not compile."""
+    from ..pipeline import compile_spec
+
+    result = compile_spec(path, display)
+    if not result.ok or result.spec is None or result.plan is None:
+        return "; ".join(d.message for d in result.diagnostics if d.is_error) or "the spec does not compile"
+    spec, plan = result.spec, result.plan
+    t = spec.training
+    est = plan.pretrain.estimate if plan.pretrain is not None else None
+    facts = Facts(
+        workers=plan.parallel.workers, gpus_per_worker=plan.parallel.gpus_per_worker, tensor=plan.parallel.tensor,
+        pipeline=plan.parallel.pipeline, context=plan.parallel.context, megatron_commit=plan.megatron.commit,
+        megatron_root=plan.megatron.root, image=plan.image.reference,
+        is_pretrain=result.facts is not None and result.facts.is_pretrain,
+        train_iters=plan.pretrain.train_iters if plan.pretrain is not None else None,
+        micro_batch=t.batch.micro if t.batch is not None else None,
+        global_batch=t.batch.global_ if t.batch is not None else None,
+        vocab_size=t.model.vocab_size if t.model is not None else None, precision=t.precision,
+        lr=t.optimizer.lr if t.optimizer is not None else None,
+        estimate_peak_mb=est.peak_mb if est is not None else None,
+        estimate_static_mb=est.weights_and_optimizer_mb if est is not None else None,
+        gpu_memory_gb=est.gpu_memory_gb if est is not None else None,
+        loads_weights=t.resume or any(a.split("=", 1)[0] == "--pretrained-checkpoint" for a in t.args),
+        resume=plan.launch.resume, default_master_port=plan.launch.default_master_port,
+    )
+    files = result.files or {}
+    return SpecFacts(facts, plan.run_root, files.get("verify.sh"))
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+
+
+def read_run(root: str, facts: Facts) -> RunFiles:
+    """The run root's texts, laid out as the launch command writes them (nodes/node-K/ for several workers)."""
+    workers = []
+    for k in range(facts.workers):
+        directory = worker_log_dir(k, facts.workers).rstrip("/")
+        base = os.path.join(root, directory) if directory else root
+        workers.append(WorkerFiles(
+            index=k, directory=directory, train_log=_read(os.path.join(base, TRAIN_LOG)),
+            launch_log=_read(os.path.join(base, LAUNCH_LOG)), exit_status=_read(os.path.join(base, EXIT_RECORD)),
+            runtime=_read(os.path.join(base, RUNTIME_RECORD)),
+        ))
+    ckpt = os.path.join(root, CHECKPOINT_DIR)
+    listing = []
+    for dirpath, _, names in os.walk(ckpt):
+        for name in names:
+            listing.append(os.path.relpath(os.path.join(dirpath, name), ckpt))
+    return RunFiles(root=root, workers=tuple(workers), checkpoint_files=tuple(sorted(listing)),
+                    latest_checkpointed_iteration=_read(os.path.join(ckpt, LATEST_CHECKPOINT)))
+
+
+def run_verify(verify_sh: str | None, root: str) -> dict | None:
+    """verify.sh --json on the run root: its verdict and checks (None without bash or a verify.sh)."""
+    if verify_sh is None:
+        return None
+    with tempfile.NamedTemporaryFile("w", suffix="-verify.sh", delete=False) as f:
+        f.write(verify_sh)
+    try:
+        proc = subprocess.run(["bash", f.name, "--json", root], capture_output=True, text=True, timeout=120)
+        return json.loads(proc.stdout)
+    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
+        return None
+    finally:
+        os.unlink(f.name)
+
+
+def verify_findings(verdict: dict | None) -> list[Finding]:
+    """A run no failure explains, but that verify.sh fails: each failed check is evidence."""
+    if verdict is None or verdict.get("passed", False):
+        return []
+    failed = [c for c in verdict.get("checks", []) if c.get("status") != "pass"]
+    return [Finding(
+        "verify-failed", f"no failure was found in the logs, but {len(failed)} of verify.sh's checks fail",
+        tuple(Evidence("verify.sh", 0, f"FAIL {c['check']}: expected {c['expected']}, found {c['found']}")
+              for c in failed),
+        (Fix("(the failed checks)", "each names what was expected and what the run root holds"),),
+    )]
+
+
+def _text(out: TextIO, root: str, spec: str, findings: list[Finding], verdict: dict | None) -> None:
+    out.write(f"doctor: {root} (spec {spec})\n")
+    if not findings:
+        checks = verdict.get("checks", []) if verdict else []
+        out.write(f"healthy: verify.sh passed {len(checks)} of {len(checks)} checks\n" if verdict
+                  else "healthy: no failure found (verify.sh could not be run)\n")
+        return
+    out.write(f"FAILED: {len(findings)} finding{'s' if len(findings) != 1 else ''}; the first is the cause, "
+              "the others follow from it or add to it\n")
+    for i, f in enumerate(findings, 1):
+        who = " ".join(x for x in (f"worker {f.worker}" if f.worker is not None else "",
+                                   f"rank {f.rank}" if f.rank is not None else "") if x)
+        out.write(f"\n{i}. [{f.cause}]{' (' + who + ')' if who else ''} {f.summary}\n")
+        for e in f.evidence:
+            where = f"{e.file}:{e.line}" if e.line else e.file
+            out.write(f"   evidence {where}: {e.text}\n")
+        for x in f.fixes:
+            out.write(f"   fix {x.field}: {x.value}{' (' + x.why + ')' if x.why else ''}\n")
+    if verdict is not None:
+        failed = [c for c in verdict.get("checks", []) if c.get("status") != "pass"]
+        out.write(f"\nverify.sh: {len(verdict.get('checks', [])) - len(failed)} of {len(verdict.get('checks', []))} "
+                  "checks passed\n")
+
+
+def main(argv: list[str], out: TextIO, err: TextIO) -> int:
+    parser = argparse.ArgumentParser(prog="megatron-compile doctor",
+                                     description="Say why a run failed, from its own files, and what to change in the spec.")
+    parser.add_argument("spec", metavar="SPEC")
+    parser.add_argument("run_root", nargs="?", metavar="RUN_ROOT", help="default: the spec's storage.run_root")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return EXIT_USAGE if e.code else EXIT_HEALTHY
+    got = spec_facts(args.spec, args.spec)
+    if isinstance(got, str):
+        err.write(f"doctor: {args.spec}: {got}\n")
+        return EXIT_USAGE
+    root = args.run_root or got.run_root
+    if not os.path.isdir(root):
+        err.write(f"doctor: no run root at {root}: the job never wrote there (storage.mount_path, storage.run_root)\n")
+        return EXIT_UNHEALTHY
+    findings = diagnose(read_run(root, got.facts), got.facts)
+    verdict = run_verify(got.verify_sh, root)
+    if not findings:
+        findings = verify_findings(verdict)
+    if args.format == "json":
+        json.dump({"run_root": root, "spec": args.spec, "healthy": not findings,
+                   "findings": [f.as_dict() for f in findings], "verify": verdict}, out, indent=2)
+        out.write("\n")
+    else:
+        _text(out, root, args.spec, findings, verdict)
+    return EXIT_HEALTHY if not findings else EXIT_UNHEALTHY

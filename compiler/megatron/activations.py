@@ -1,0 +1,240 @@
+"""What a pretrain_gpt.py step holds on one GPU beyond the weights, tensor by tensor, at its peak.
+
+Every figure is a tensor shape from the source at the pinned commit (571370c8) and the dtype of the
+tensor, times what autograd keeps of it: nothing here is fitted to a run. `bytes` below counts one
+micro batch on one GPU; `s` is the sequence on this rank (s / CP), `b` the micro batch, `e` the
+activation dtype's size (2 for bf16/fp16, 4 for fp32), `n`/`g` the heads and query groups.
+
+The layer (megatron/core/models/gpt/gpt_layer_specs.py, local and TE specs):
+- norms: each of the two keeps its input [s, b, h] and its statistics in fp32 (mean and rstd for
+  LayerNorm, rstd for RMSNorm);
+- attention projections: the QKV linear keeps its input; the split q, k, v are views of the QKV
+  output (attention.py get_query_key_value_tensors), which the attention keeps; unfused RoPE
+  (rope_utils.py _apply_rotary_pos_emb_bshd) keeps rotate_half(q), rotate_half(k) and its new q;
+  the unfused attention repeats GQA's k and v to n heads (dot_product_attention.py:170-176) and
+  keeps the repeats; the
+  output projection keeps its input [s, b, h/TP];
+- core attention, unfused (`transformer_impl: local`, dot_product_attention.py:189-231): the softmax
+  keeps its [b, n/TP, s, s] output (attention_softmax_in_fp32 is off), the dropout its bool mask,
+  the value bmm the dropout output: 2e + 1 bytes per score. The scores go through Megatron's global
+  memory buffer (dot_product_attention.py:189, a [b·n/TP, s, s] tensor of e bytes kept for the whole
+  run), and the backward of one layer holds four score-sized tensors of e bytes at once: the
+  gradient of the masked scores and, in autograd's CopySlices for the in-place masked_fill_ on a
+  view (utils.py:54; PyTorch's torch/csrc/autograd/functions/tensor.cpp CopySlices::apply_impl),
+  its base-sized copy, the clone it hands masked_fill's backward, and that backward's output. The
+  dropout mask is bool on CUDA (PyTorch's aten/src/ATen/native/cuda/Dropout.cu dropout_cuda). Fused attention (Transformer Engine) keeps no scores, only the output's
+  log-sum-exp [b, n/TP, s] in fp32: derived from the source, not measured;
+- MLP: the fc1 input; GeLU keeps fc1's output and fc2 its input (4 × h each); SwiGLU keeps fc1's
+  output (2 × ffn), SiLU's output and fc2's input (ffn each), or with the fused bias-SwiGLU fc1's
+  output and fc2's input;
+- the two bias-dropout-adds keep their bool masks [s, b, h].
+Tensors before a column-parallel linear are whole on every TP rank unless sequence parallel splits
+them; tensors between a column- and a row-parallel linear are split by TP.
+
+Recompute (transformer_config.py:1583-1584: --recompute-modules defaults to core_attn) drops what a
+recomputed module keeps and holds it again, for one layer at a time, during that layer's backward;
+full recompute keeps each recomputed unit's input only (transformer_block.py _checkpointed_forward).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The selective-recompute modules modelled here; moe, moe_act, shared_experts and mla_up_proj change
+# no dense GPT layer's figure (transformer_layer.py:436-503).
+MODELLED_MODULES = ("core_attn", "mlp", "layernorm")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the activation figures depend on, as plain numbers (the estimator's inputs)."""
+
+    layers: int
+    hidden: int
+    heads: int
+    groups: int
+    kv_channels: int
+    ffn: int
+    seq: int
+    micro: int
+    vocab: int  # padded
+    swiglu: bool
+    rmsnorm: bool
+    rope: bool
+    bias: bool
+    fused: bool  # fused_kernels
+    local_attention: bool  # transformer_impl: local
+    num_experts: int | None
+    topk: int
+    moe_ffn: int
+    elem: int  # bytes of an activation element
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    etp: int
+    sp: bool
+    microbatches: int
+    vpp: int | None
+    recompute: str | None  # None, "selective" or "full"
+    modules: tuple[str, ...]  # selective recompute's modules
+    method: str | None  # full recompute: "uniform" or "block"
+    recompute_layers: int | None
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer's bytes by module: what it keeps after its forward, and what its backward holds."""
+
+    norms: float
+    attention_linear: float
+    core_attention: float  # kept after the forward
+    core_attention_backward: float  # held while the layer's core attention runs backward
+    mlp: float
+    dropout_masks: float
+
+    @property
+    def kept(self) -> float:
+        return self.norms + self.attention_linear + self.core_attention + self.mlp + self.dropout_masks
+
+
+def scores_elements(x: Shape) -> float:
+    """Elements of one [b, n/TP, s, s] score tensor (local attention refuses CP > 1)."""
+    return x.micro * (x.heads / x.tp) * x.seq ** 2
+
+
+def full_layer(x: Shape) -> Layer:
+    """A layer with nothing recomputed."""
+    s, b, h, e, tp = x.seq / x.cp, x.micro, x.hidden, x.elem, x.tp
+    whole = tp if x.sp else 1  # [s, b, h] tensors outside the TP region
+    sbh = s * b * h
+    stats = 8 if not x.rmsnorm else 4
+    norms = 2 * (e * sbh + stats * s * b) / whole
+    q, kv = x.heads * x.kv_channels, x.groups * x.kv_channels
+    attention = e * sbh / whole + e * s * b * (q + 2 * kv) / tp + e * sbh / tp  # QKV in, QKV out, proj in
+    if x.rope and not x.fused:
+        attention += e * s * b * (q + kv) / tp + e * s * b * q / tp  # rotate_half(q), rotate_half(k), new q
+        if x.groups == x.heads:
+            attention += e * s * b * kv / tp  # the new k, kept by the score matmul
+    if x.groups != x.heads and x.local_attention:  # TE's fused attention takes the groups as they are
+        attention += 2 * e * s * b * q / tp  # k and v repeated to n heads
+    if x.local_attention:
+        core = (2 * e + 1) * scores_elements(x)
+        core_backward = 4 * e * scores_elements(x)
+    else:
+        core = core_backward = 4 * b * (x.heads / tp) * s  # log-sum-exp in fp32
+    if x.num_experts is None:
+        mlp = e * sbh / whole + _mlp_inner(x, x.ffn, s * b) / tp
+    else:  # each token's top-k experts, spread over EP × ETP ranks (not measured)
+        mlp = e * sbh / whole + _mlp_inner(x, x.moe_ffn, s * b * x.topk) / (x.etp * x.ep) * x.ep
+    masks = 2 * sbh / whole
+    return Layer(norms, attention, core, core_backward, mlp, masks)
+
+
+def _mlp_inner(x: Shape, ffn: int, tokens: float) -> float:
+    """What the activation between fc1 and fc2 keeps, over all TP ranks."""
+    e = x.elem
+    if x.swiglu:
+        return e * tokens * ffn * (3 if x.fused else 4)  # fc1 out (2 ffn), [SiLU out,] fc2 in
+    return e * tokens * ffn * 2  # fc1 out, fc2 in
+
+
+def kept_layer(x: Shape) -> Layer:
+    """A layer as selective recompute of x.modules leaves it after its forward."""
+    full = full_layer(x)
+    if x.recompute != "selective":
+        return full
+    s, b, e = x.seq / x.cp, x.micro, x.elem
+    whole = x.tp if x.sp else 1
+    core, mlp, norms, attention = full.core_attention, full.mlp, full.norms, full.attention_linear
+    if "core_attn" in x.modules:
+        core = 0.0
+    if "mlp" in x.modules:
+        mlp = e * s * b * x.hidden / whole  # the checkpoint keeps its input only
+    if "layernorm" in x.modules:  # the norm outputs (QKV and fc1 inputs) are recomputed
+        attention -= e * s * b * x.hidden / whole
+        mlp -= e * s * b * x.hidden / whole if "mlp" not in x.modules else 0
+    return Layer(norms, attention, core, full.core_attention_backward, mlp, full.dropout_masks)
+
+
+def layer_input(x: Shape) -> float:
+    """What a fully recomputed unit keeps: its input hidden states."""
+    return x.elem * (x.seq / x.cp) * x.micro * x.hidden / (x.tp if x.sp else 1)
+
+
+def stage_layers(x: Shape) -> int:
+    """Layers on one pipeline stage (per virtual stage times the virtual stages)."""
+    return x.layers // x.pp
+
+
+def recomputed_units(x: Shape) -> list[tuple[int, bool]]:
+    """The stage's layers as (layers in the unit, recomputed in full) in forward order."""
+    n = stage_layers(x)
+    if x.recompute != "full":
+        return [(1, False)] * n
+    k = x.recompute_layers or 1
+    if x.method == "block":  # the first k layers of the stage, each on its own (transformer_block.py)
+        k = min(k, n)
+        return [(1, True)] * k + [(1, False)] * (n - k)
+    units = [(k, True)] * (n // k)
+    return units + ([(n % k, True)] if n % k else [])
+
+
+def microbatch_profile(x: Shape) -> tuple[float, float]:
+    """(kept after the forward, highest backward peak) of one micro batch on a stage."""
+    full, kept = full_layer(x), kept_layer(x)
+    backward_extra = kept.core_attention_backward - kept.core_attention  # beyond what the layer keeps
+    done = peak = 0.0
+    for size, recomputed in recomputed_units(x):
+        if recomputed:  # the unit runs its forward again, keeping everything, then its backward
+            held = size * full.kept + (full.core_attention_backward - full.core_attention)
+            unit_kept = layer_input(x)
+        else:
+            held = kept.kept + backward_extra
+            unit_kept = kept.kept
+        peak = max(peak, done + held)
+        done += unit_kept
+    return done, peak
+
+
+def in_flight(x: Shape) -> float:
+    """Micro batches whose activations the first stage holds (1F1B warm-up; Megatron's own
+    interleaving factor, theoretical_memory_usage.py:399-413)."""
+    if x.pp == 1:
+        return 1.0
+    if x.vpp is not None:
+        return x.pp * (1 + (x.pp - 1) / (x.pp * x.vpp))
+    return float(min(x.pp, x.microbatches))
+
+
+def first_stage_extra(x: Shape) -> float:
+    """The embedding's bool dropout mask [s, b, h] and the int64 token ids Megatron counts (8sb)."""
+    s = x.seq / x.cp
+    return s * x.micro * x.hidden / (x.tp if x.sp else 1) + 8 * s * x.micro
+
+
+def loss_bytes(x: Shape) -> float:
+    """The last stage's head: the final norm's and the output layer's inputs, and the logits: the
+    16-bit logits with their fp32 copy in the cross-entropy's forward, or its fp32 softmax with the
+    16-bit gradient autograd casts it to (cross_entropy.py:35, 230): 6 bytes per logit in bf16."""
+    s, b = x.seq / x.cp, x.micro
+    inputs = 2 * x.elem * s * b * x.hidden / (x.tp if x.sp else 1)
+    logit_bytes = 4 + (x.elem if x.elem < 4 else 0)
+    return inputs + logit_bytes * s * b * x.vocab / x.tp
+
+
+def attention_buffer_bytes(x: Shape) -> float:
+    """Megatron's global memory buffer for the unfused scores, allocated once (the "mpu" buffer)."""
+    return x.elem * scores_elements(x) if x.local_attention else 0.0
+
+
+def activation_peak(x: Shape) -> tuple[float, float, str]:
+    """(the layers' bytes, the loss's bytes, where) at the step's peak: the first stage's backward of
+    its last layer with the warm-up micro batches held, or the last stage at the loss."""
+    kept, backward = microbatch_profile(x)
+    extra = first_stage_extra(x)
+    first = (in_flight(x) - 1) * kept + backward + extra
+    last_layers = kept + (extra if x.pp == 1 else 0)  # 1F1B: the last stage holds one micro batch
+    if first >= last_layers + loss_bytes(x):
+        return first, 0.0, "a layer's backward"
+    return last_layers, loss_bytes(x), "the loss"
