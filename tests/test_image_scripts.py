@@ -84,7 +84,7 @@ def test_auto_pulls_anonymously_without_a_key_and_without_a_terminal(tmp_path, n
     proc, log = _run(tmp_path, _compile(tmp_path), name)
     assert proc.returncode == 0, proc.stderr
     assert "login nvcr.io" not in log
-    assert f"now run: megatron-compile lock --record-built specs/job.yaml" in proc.stderr
+    assert "now run: megatron-compile lock --record-built specs/job.yaml" in proc.stderr
 
 
 @pytest.mark.parametrize("name", ["regctl.sh", "buildx.sh"])

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from compiler.cli import main
-from compiler.commands.importer import flag_groups, record_script
+from compiler.commands.importer import record_script
 from compiler.pipeline import compile_spec
 from compiler.plan.shell import argv_of
 

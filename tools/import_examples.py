@@ -17,7 +17,6 @@ Megatron-LM is never installed or committed: point this at a checkout (MEGATRON_
 from __future__ import annotations
 
 import argparse
-import io
 import re
 import subprocess
 import sys
@@ -71,8 +70,12 @@ LAUNCHERS: dict[str, Launcher] = {
     "examples/mimo/scripts/run_avlm_train.sh": Launcher((DATA,), why="DATASET"),
     "examples/mimo/scripts/run_video_vlm_train.sh": Launcher((DATA,), why="DATASET"),
     "examples/mimo/scripts/run_vlm_train.sh": Launcher((DATA,), why="DATASET"),
-    "examples/multimodal/pretrain_mistral_clip.sh": Launcher(env=(("WORKSPACE", "/mnt/megatron/workspace"), ("LOAD_NAME", "mistral-7b-clip")), why="WORKSPACE, LOAD_NAME in the environment"),
-    "examples/multimodal/sft_mistral_clip.sh": Launcher(env=(("WORKSPACE", "/mnt/megatron/workspace"), ("LOAD_NAME", "mistral-7b-clip-pretrain"), ("LOAD_ITER", "1000")), why="WORKSPACE, LOAD_NAME, LOAD_ITER in the environment"),
+    "examples/multimodal/pretrain_mistral_clip.sh": Launcher(
+        env=(("WORKSPACE", "/mnt/megatron/workspace"), ("LOAD_NAME", "mistral-7b-clip")),
+        why="WORKSPACE, LOAD_NAME in the environment"),
+    "examples/multimodal/sft_mistral_clip.sh": Launcher(
+        env=(("WORKSPACE", "/mnt/megatron/workspace"), ("LOAD_NAME", "mistral-7b-clip-pretrain"), ("LOAD_ITER", "1000")),
+        why="WORKSPACE, LOAD_NAME, LOAD_ITER in the environment"),
     "examples/multimodal/nvlm/pretrain_qwen20_72b_internvit_6b.sh": Launcher(),
     "examples/multimodal/nvlm/pretrain_yi_34b_internvit_6b.sh": Launcher(),
     "examples/multimodal/nvlm/sft_34b_internvit.sh": Launcher(),

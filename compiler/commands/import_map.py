@@ -18,7 +18,8 @@ from ..check.validate import is_number
 from ..megatron.flags import IMPLIED, UNFUSED_FLAGS, import_table
 from ..platform.aistudio import RESERVED_ENV
 from ..schema.models import JobSpec
-from .import_record import MARKER, MEGATRON_ROOT, TOP_DIRECTORIES, TORCHRUN_VALUE_OPTIONS, ImportFailed, Recorded, _marker_reason, _show, flag_groups
+from .import_record import (MARKER, MEGATRON_ROOT, TOP_DIRECTORIES, TORCHRUN_VALUE_OPTIONS, ImportFailed, Recorded,
+                            _marker_reason, _show, flag_groups)
 
 MANAGED = {
     "--save": "checkpoints go to $RUN_ROOT/ckpt on the shared storage",
@@ -296,12 +297,12 @@ def _refuse_warm_start(groups: list[tuple[str, tuple[str, ...]]]) -> None:
     if save is not None and [posixpath.normpath(v) for v in load] == [posixpath.normpath(v) for v in save]:
         return
     raise ImportFailed(
-        f"--load {' '.join(load)} is not the --save directory ({' '.join(save) if save else 'none'}): the script "
+        f"--load {' '.join(load)} is not the --save directory ({' '.join(map(_show, save)) if save else 'none'}): the script "
         "starts from an existing checkpoint, and a spec's --load is always its own $RUN_ROOT/ckpt, so importing "
         "it would silently train from scratch. Remove --load from the script (or make it equal --save) and "
         "import again, then add the checkpoint to the spec: a Megatron checkpoint as training.args "
         f"[--pretrained-checkpoint, {' '.join(load)}] (with --finetune to load weights only); Hugging Face "
-        "weights as training.init_from")
+        "weights converted to such a checkpoint first (docs/bridge.md)")
 
 
 def _in_megatron_tree(groups: list[tuple[str, tuple[str, ...]]], report: list[str]) -> list[tuple[str, tuple[str, ...]]]:
