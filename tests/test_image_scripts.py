@@ -141,3 +141,45 @@ def test_every_variant_passes_shellcheck(tmp_path, case):
         proc = subprocess.run(["shellcheck", "--severity=style", str(path)], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout
     assert os.path.exists(tmp_path / "job.lock") is case[1]
+
+
+def _run_on_a_terminal(tmp_path: Path, files: dict[str, str], name: str, typed: str) -> tuple[int, str]:
+    """Run one script with a pseudo-terminal as stdin, typing `typed` into it; returns status and stub log."""
+    import pty
+
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    for file, text in files.items():
+        (out / file).write_text(text)
+    log = tmp_path / "stub.log"
+    log.write_text("")
+    bin_dir = tmp_path / "bin" if (tmp_path / "bin").exists() else _stub_bin(tmp_path)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "STUB_LOG": str(log), "STUB_COMMIT": COMMIT,
+           "STUB_DIGEST": DIGEST, "STUB_SOURCE_DIGEST": DIGEST}
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen(["bash", str(out / name)], env=env, stdin=slave, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        os.write(master, typed.encode())
+        code = proc.wait(timeout=60)
+    finally:
+        os.close(master)
+        os.close(slave)
+    return code, log.read_text()
+
+
+def test_always_prompts_for_the_key_on_a_terminal(tmp_path):
+    code, log = _run_on_a_terminal(tmp_path, _compile(tmp_path, "always"), "regctl.sh", KEY + "\n")
+    assert code == 0
+    assert f"stdin {KEY}" in log  # the typed key went to regctl's stdin, not its arguments
+
+
+def test_always_lets_docker_prompt_on_a_terminal(tmp_path):
+    code, log = _run_on_a_terminal(tmp_path, _compile(tmp_path, "always"), "buildx.sh", "")
+    assert code == 0
+    assert 'docker login nvcr.io --username $oauthtoken\n' in log  # docker login asks for the password itself
+
+
+def test_auto_never_prompts_even_on_a_terminal(tmp_path):
+    code, log = _run_on_a_terminal(tmp_path, _compile(tmp_path), "regctl.sh", "")
+    assert code == 0 and "login nvcr.io" not in log

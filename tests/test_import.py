@@ -148,10 +148,13 @@ MEGATRON = os.environ.get("MEGATRON_LM")
 @pytest.mark.skipif(not MEGATRON, reason="MEGATRON_LM does not point at a Megatron-LM checkout")
 def test_every_megatron_example_launcher_imports_or_is_refused(tmp_path):
     doc = tmp_path / "import.md"
-    tool = Path(__file__).resolve().parent.parent / "tools" / "import_examples.py"
-    proc = subprocess.run([sys.executable, str(tool), MEGATRON, "--doc", str(doc)], capture_output=True, text=True,
-                          timeout=600)
+    repo = Path(__file__).resolve().parent.parent
+    committed = (repo / "docs" / "import.md").read_text()
+    commit = committed.split("at Megatron-LM ", 1)[1].split(":", 1)[0]
+    proc = subprocess.run([sys.executable, str(repo / "tools" / "import_examples.py"), MEGATRON, "--doc", str(doc),
+                           "--commit", commit], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = [line for line in doc.read_text().splitlines() if line.startswith("| `examples/")]
     assert len(rows) == len(LAUNCHERS)
     assert all(row.split(" | ")[2] in ("imports", "refused") for row in rows)
+    assert doc.read_text() == committed, "docs/import.md is stale: run tools/import_examples.py MEGATRON_LM"
