@@ -59,7 +59,7 @@ def compile_spec(path: str, display: str, *, overrides: tuple[Override, ...] = (
     diags = diags + config_diags
     checked = check(composed.doc, config)
     diags = diags + checked.diagnostics
-    if checked.spec is None:
+    if checked.spec is None or any(d.is_error for d in diags):
         return CompileResult(display, diags, bases=bases, facts=checked.facts)
     lock, pin_diags = check_pins(composed.doc, checked.spec, path, display, require=require_lock)
     if pin_diags:

@@ -7,16 +7,21 @@ dropped or added.
 """
 
 import io
+import os
 import shlex
-from collections import Counter
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from compiler.cli import main
-from compiler.commands.importer import flag_groups, record_script
+from compiler.commands.importer import record_script
 from compiler.pipeline import compile_spec
 from compiler.plan.shell import argv_of
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+from import_examples import LAUNCHERS, round_trip  # noqa: E402  (the one comparison, shared with the tool)
 
 SCRIPTS = Path(__file__).resolve().parent / "import_scripts"
 POSITIONAL = {
@@ -34,27 +39,6 @@ def _import(script: Path, tmp_path: Path):
         argv += ["--", *POSITIONAL[script.stem]]
     code = main(argv, out, err)
     return code, target, out.getvalue(), err.getvalue()
-
-
-def _normal(token: str) -> str:
-    try:
-        return repr(float(token)) if not token.startswith("-") or token[1:2].isdigit() else token
-    except ValueError:
-        return token
-
-
-def _groups(args):
-    return Counter((name, tuple(_normal(v) for v in values)) for name, values in flag_groups(args))
-
-
-def _named(report_lines, verb):
-    """Flags the report says were `verb` (replaced/dropped/added)."""
-    names = set()
-    for line in report_lines:
-        head, _, rest = line.partition(": ")
-        if rest.startswith(verb) and head.startswith("--"):
-            names.add(head.split()[0])
-    return names
 
 
 @pytest.mark.parametrize("script", CASES, ids=lambda p: p.stem)
@@ -76,12 +60,7 @@ def test_import_compiles_and_round_trips(script, tmp_path, update_golden):
     assert result.ok, result.diagnostics
     argv = argv_of(result.plan.launch.torchrun)
     compiled = argv[argv.index(next(a for a in argv if a.endswith(".py"))) + 1:]
-    replaced, dropped, added = _named(report, "replaced"), _named(report, "dropped"), _named(report, "added")
-    original = _groups(recorded.args)
-    ours = _groups(compiled)
-    original = Counter({k: v for k, v in original.items() if k[0] not in replaced | dropped})
-    ours = Counter({k: v for k, v in ours.items() if k[0] not in replaced | added})
-    assert ours == original
+    assert round_trip(recorded.args, compiled, report) == []
 
 
 def test_import_maps_torchrun_resources(tmp_path):
@@ -132,3 +111,50 @@ def test_side_effects_are_stubbed(tmp_path):
     recorded = record_script(script, [])
     assert recorded.args == ["--num-layers", "2"]
     assert not marker.exists()
+
+
+REFUSED = sorted((SCRIPTS / "refused").glob("*.sh"))
+
+
+@pytest.mark.parametrize("script", REFUSED, ids=lambda p: p.stem)
+def test_import_refuses_with_what_to_do(script, tmp_path, update_golden):
+    """A script a spec cannot express is refused, nothing is written, and the message is its golden."""
+    target = tmp_path / "x.yaml"
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["import", str(script), "-o", str(target)], out, err) == 1
+    assert not target.exists()
+    message = err.getvalue().removeprefix(f"{script}: cannot import: ")
+    golden = script.with_suffix(".report")
+    if update_golden:
+        golden.write_text(message)
+    assert message == golden.read_text()
+
+
+def test_which_finds_no_slurm_so_the_torchrun_branch_is_imported():
+    recorded = record_script(SCRIPTS / "string_lists.sh", [])
+    assert recorded.launcher == ["--nproc_per_node", "4"] and "--num-layers" in recorded.args
+
+
+def test_round_trip_reads_split_as_megatron_does():
+    """--split '99,1,0' (quotes and all) and --split 99,1,0 are the same split to Megatron; 99,1,1 is not."""
+    assert round_trip(["--split", "'99,1,0'"], ["--split", "99,1,0"], []) == []
+    assert round_trip(["--split", "'99,1,0'"], ["--split", "99,1,1"], []) != []
+
+
+MEGATRON = os.environ.get("MEGATRON_LM")
+
+
+@pytest.mark.allow_ci_skip
+@pytest.mark.skipif(not MEGATRON, reason="MEGATRON_LM does not point at a Megatron-LM checkout")
+def test_every_megatron_example_launcher_imports_or_is_refused(tmp_path):
+    doc = tmp_path / "import.md"
+    repo = Path(__file__).resolve().parent.parent
+    committed = (repo / "docs" / "import.md").read_text()
+    commit = committed.split("at Megatron-LM ", 1)[1].split(":", 1)[0]
+    proc = subprocess.run([sys.executable, str(repo / "tools" / "import_examples.py"), MEGATRON, "--doc", str(doc),
+                           "--commit", commit], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [line for line in doc.read_text().splitlines() if line.startswith("| `examples/")]
+    assert len(rows) == len(LAUNCHERS)
+    assert all(row.split(" | ")[2] in ("imports", "refused") for row in rows)
+    assert doc.read_text() == committed, "docs/import.md is stale: run tools/import_examples.py MEGATRON_LM"

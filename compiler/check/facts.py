@@ -92,16 +92,18 @@ def _init_from(init: Any, config: dict[str, Any] | None, tensor: int) -> tuple[H
 
 
 def effective_training(training: Any, hf: HFArchitecture | None, hf_path: str | None = None) -> Any:
-    """training with the model's architecture from init_from (the spec's own fields are checked
-    against it by a rule); training itself without init_from."""
-    if hf is None or training is None or training.model is None:
+    """training with init_from's model architecture (the spec's own fields are checked against it
+    by a rule) and the model directory's tokenizer; training itself without init_from."""
+    if hf_path is None or training is None:
         return training
-    model = Overlay(training.model, **{field: value for field, value in hf_model_fields(hf).items()})
-    if training.data is None:
-        return Overlay(training, model=model)
-    tokenizer = Overlay(training.data.tokenizer, type="HuggingFaceTokenizer", model=hf_path, vocab_file=None,
-                        merge_file=None)
-    return Overlay(training, model=model, data=Overlay(training.data, tokenizer=tokenizer))
+    changes: dict[str, Any] = {}
+    if hf is not None and training.model is not None:
+        changes["model"] = Overlay(training.model, **hf_model_fields(hf))
+    if training.data is not None:
+        tokenizer = Overlay(training.data.tokenizer, type="HuggingFaceTokenizer", model=hf_path, vocab_file=None,
+                            merge_file=None)
+        changes["data"] = Overlay(training.data, tokenizer=tokenizer)
+    return Overlay(training, **changes)
 
 
 def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_PLATFORM,

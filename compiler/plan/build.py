@@ -214,7 +214,10 @@ def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | Non
         platform=spec.image.platform, registry=spec.image.registry, reference=reference,
         base_mirror=_base_mirror(spec), registry_username=spec.image.registry_username,
         has_registry_username=spec.image.registry_username is not None,
-        ngc_login=_image_host(spec.image.base) == NGC_REGISTRY,
+        ngc_login=_image_host(spec.image.base) == NGC_REGISTRY and spec.image.base_login != "never",
+        ngc_login_required=_image_host(spec.image.base) == NGC_REGISTRY and spec.image.base_login == "always",
+        base_login=spec.image.base_login,
+        regctl_source=pins.regctl_source,
         installs_bridge=spec.init_from is not None,
         bridge_install=("pip", "install", "--no-cache-dir")
         + (BRIDGE_REQUIREMENTS[spec.init_from.bridge] if spec.init_from is not None else ()),
@@ -238,7 +241,9 @@ def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | Non
                               job=prepare_job(spec, pins.job_image, facts.mount_path)),)
     before, after = init_steps(spec, init_plan(spec, facts), pins.job_image, facts.mount_path)
     steps = (
-        (Step(kind="image", artifacts=IMAGE_ARTIFACTS),) + before + prepare_steps
+        # regctl only adds files to a copy of the base: an image that pip-installs Bridge is built by buildx.sh
+        (Step(kind="image", artifacts=IMAGE_ARTIFACTS[:2] if spec.init_from is not None else IMAGE_ARTIFACTS),)
+        + before + prepare_steps
         + (Step(kind="train", artifacts=TRAIN_ARTIFACTS_BY_PLATFORM[spec.platform], launch=launch, verify=verify,
                 pretrain=pretrain, job=job),) + after
     )

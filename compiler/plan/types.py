@@ -42,7 +42,10 @@ class ImagePlan(NamedTuple):
     base_mirror: str  # the base image's copy in the target registry (regctl path)
     registry_username: str | None
     has_registry_username: bool
-    ngc_login: bool  # the base lives on NGC, which wants an API key login
+    ngc_login: bool  # the base lives on NGC and image.base_login is not never: the scripts log in with a key
+    ngc_login_required: bool  # image.base_login is always: no key and no terminal is an error
+    base_login: str  # image.base_login: auto | always | never
+    regctl_source: str  # what regctl.sh copies: the base pinned by digest (no tag) when locked, else image.base
     installs_bridge: bool  # init_from: the image installs Megatron Bridge
     bridge_install: tuple[str, ...]  # the pip command, as exec-form words
 

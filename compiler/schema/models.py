@@ -70,6 +70,10 @@ class Image(_Section):
     repository: Repository  # type: ignore[valid-type]
     tag: Tag  # type: ignore[valid-type]
     registry_username: Text | None = None
+    # The NGC login of buildx.sh/regctl.sh for an nvcr.io base: auto logs in only when NGC_API_KEY
+    # is set (the PyTorch images pull anonymously), always requires it (a prompt on a terminal),
+    # never skips it.
+    base_login: Literal["auto", "always", "never"] = "auto"
 
 
 class Megatron(_Section):

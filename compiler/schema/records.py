@@ -69,6 +69,7 @@ class Image(Record):
     repository: str
     tag: str
     registry_username: str | None
+    base_login: Literal['auto', 'always', 'never']
 
 
 class InitExport(Record):

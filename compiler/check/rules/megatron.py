@@ -13,7 +13,9 @@ from ...diagnostics import Diagnostic, Severity
 from ...megatron.flags import OWNED_FLAGS, arg_flag_name
 from ...megatron.memory import GB, MEASURED_ERROR, alternatives
 from ...megatron.parallel import model_parallel_size
-from ...megatron.pretrain import PRETRAIN_SCRIPT, PRETRAIN_SECTIONS, REQUIRED_SECTIONS, virtual_pipeline_size
+from ...megatron.pretrain import (
+    MODEL_REQUIRED, PRETRAIN_SCRIPT, PRETRAIN_SECTIONS, REQUIRED_SECTIONS, virtual_pipeline_size,
+)
 from ...paths import is_within, normalize_path
 from ..context import RuleContext
 from .parallel import world_text
@@ -43,9 +45,14 @@ def check_pretrain_sections(ctx: RuleContext) -> Iterator[Diagnostic]:
                 )
 
 
+def _model_known(t: Any) -> bool:
+    """The model's required fields are there (given, or derived by init_from): its rules can run."""
+    return t is not None and t.model is not None and all(getattr(t.model, f) is not None for f in MODEL_REQUIRED)
+
+
 def check_megatron_model(ctx: RuleContext) -> Iterator[Diagnostic]:
     t = _pretrain(ctx)
-    if t is None or t.model is None:
+    if not _model_known(t):
         return
     m, par = t.model, ctx.sections["parallelism"]
     tp = par.tensor  # type: ignore[attr-defined]
@@ -113,7 +120,7 @@ def check_megatron_model(ctx: RuleContext) -> Iterator[Diagnostic]:
 
 def check_megatron_pipeline(ctx: RuleContext) -> Iterator[Diagnostic]:
     t = _pretrain(ctx)
-    if t is None or t.model is None:
+    if not _model_known(t):
         return
     pp = ctx.sections["parallelism"].pipeline  # type: ignore[attr-defined]
     layers = t.model.num_layers

@@ -15,7 +15,7 @@ ENGINE_SECTIONS = ("slurm", "kubernetes")
 def check_platform_sections(ctx: RuleContext) -> Iterator[Diagnostic]:
     platform = ctx.facts.platform
     for section in ENGINE_SECTIONS:
-        given = section in ctx.sections or section in ctx.doc.data
+        given = ctx.sections.get(section) is not None
         if section == platform and not given:
             yield ctx.locate("platform-section", f"platform: {platform} needs a {section} section", ("platform",),
                              hint=f"add `{section}:` with the job's {section} settings (README: platforms)")

@@ -1,0 +1,349 @@
+"""`megatron-compile import`, part two: a recorded launch -> spec data and the report.
+
+The recorded flags are mapped back to typed fields with the compiler's own flag table; flags the
+spec cannot type go to training.args verbatim; everything that was not mapped one to one is listed
+in the report (written as comments at the top of the spec by importer.py).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from dataclasses import dataclass
+from typing import Any, Literal, get_args, get_origin
+
+from ..check.rules.safety import credential_flags, credential_shape, is_credential_env
+from ..check.validate import is_number
+from ..megatron.flags import IMPLIED, UNFUSED_FLAGS, import_table
+from ..platform.aistudio import RESERVED_ENV
+from ..schema.models import JobSpec
+from .import_record import (MARKER, MEGATRON_ROOT, TOP_DIRECTORIES, TORCHRUN_VALUE_OPTIONS, ImportFailed, Recorded,
+                            _marker_reason, _show, flag_groups)
+
+MANAGED = {
+    "--save": "checkpoints go to $RUN_ROOT/ckpt on the shared storage",
+    "--load": "a resumed run loads from $RUN_ROOT/ckpt (training.checkpoint.resume)",
+    "--tensorboard-dir": "TensorBoard writes to $RUN_ROOT/tensorboard (training.logging.tensorboard)",
+}
+
+# flag -> (spec path, type), from the one flag table; types: int, float, str, switch, const:<value>.
+FLAG_TABLE: dict[str, tuple[tuple[str, ...], str]] = import_table()
+
+SEED_BASE = {
+    "image": {"base": "nvcr.io/nvidia/pytorch:25.03-py3", "platform": "linux/amd64", "registry": "cr.infini-ai.com",
+              "namespace": "te-0123456789abcdef", "repository": "megatron-core", "tag": "0.18.2-cu128"},
+    "megatron": {"repo": "https://github.com/NVIDIA/Megatron-LM.git",
+                 "commit": "571370c829ca768fe37244f4e2e7f28d8accc4ab", "root": "/opt/Megatron-LM"},
+    "storage": {"mount_path": "/mnt/megatron"},
+}
+
+
+@dataclass
+class ImportResult:
+    data: dict
+    report: list[str]
+    recorded: Recorded
+
+
+# Why a job needs a value the spec's field does not take, where Megatron itself demands it.
+NEEDED_BY = {
+    ("--ckpt-format", "fsdp_dtensor"): "Megatron-FSDP (--use-megatron-fsdp) asserts this format "
+                                       "(megatron/training/arguments.py:1142)",
+}
+
+
+def field_choices(path: tuple[str, ...]) -> tuple[Any, ...] | None:
+    """The values a spec field takes when its type is a Literal (None: not a Literal, or no such field)."""
+    annotation: Any = JobSpec
+    for part in path:
+        fields = getattr(annotation, "model_fields", None)
+        if fields is None or part not in fields:
+            return None
+        annotation = fields[part].annotation
+        while get_origin(annotation) is not None and get_origin(annotation) is not Literal:
+            # X | None, Annotated[X, …]: the first argument that is not None
+            annotation = next(a for a in get_args(annotation) if a is not type(None))
+    return get_args(annotation) if get_origin(annotation) is Literal else None
+
+
+def _refuse_outside_choices(flag: str, value: Any, path: tuple[str, ...]) -> None:
+    """A value the typed field does not take cannot go to training.args either: the typed field owns the flag."""
+    choices = field_choices(path)
+    if choices is None or value in choices:
+        return
+    needed = NEEDED_BY.get((flag, str(value)))
+    raise ImportFailed(
+        f"{flag} {value}: the spec's {'.'.join(path)} takes {' or '.join(map(str, choices))}, and {flag} belongs "
+        "to that field, so training.args cannot carry it either. "
+        + (f"The job needs {value}: {needed}; a spec cannot express this job at this version of the compiler."
+           if needed else
+           f"Change the script's {flag} to {' or '.join(map(str, choices))} if the job allows it, and import again.")
+    )
+
+
+def _launcher_options(tokens: list[str]) -> dict[str, str]:
+    options: dict[str, str] = {}
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        name, sep, value = token.lstrip("-").partition("=")
+        name = name.replace("-", "_")
+        if not sep and name in TORCHRUN_VALUE_OPTIONS and index + 1 < len(tokens):
+            value = tokens[index + 1]
+            index += 1
+        options[name] = value if (sep or name in TORCHRUN_VALUE_OPTIONS) else "true"
+        index += 1
+    return options
+
+
+def _set(data: dict, path: tuple[str, ...], value: Any) -> None:
+    for part in path[:-1]:
+        data = data.setdefault(part, {})
+    data[path[-1]] = value
+
+
+def _convert(kind: str, values: tuple[str, ...]) -> Any:
+    if kind == "switch":
+        if values:
+            raise ValueError("a switch takes no value")
+        return True
+    if kind.startswith("const:"):
+        return kind.split(":", 1)[1]
+    if len(values) != 1:
+        raise ValueError(f"expected one value, got {len(values)}")
+    text = values[0]
+    if MARKER.search(text):
+        raise ValueError(_marker_reason(text))
+    if kind not in ("int", "float") and re.search(r"[\"']", text):
+        raise ValueError("it holds quote characters, which Megatron receives as they are")
+    if kind == "int":
+        return int(text)
+    if kind == "float":
+        return float(text)
+    return text
+
+
+
+def to_spec(recorded: Recorded, name: str) -> ImportResult:
+    """Map a recorded launch to spec data and the report of everything not mapped one to one."""
+    report: list[str] = []
+    data: dict = {"version": 1, "name": name}
+    for variable in recorded.unset:
+        report.append(f"unset variable {variable}: the script read it and bash expanded it empty; "
+                      f"import with --env {variable}=VALUE if the job sets it")
+    report += recorded.notes
+    if any(MARKER.search(t) and "@runtime:RANDOM@" in t for t in recorded.launcher + recorded.args):
+        report.append("$RANDOM: the script draws values at random; they are reported where used")
+    if recorded.calls > 1:
+        report.append(f"the launcher ran {recorded.calls} times; imported the first")
+    options = _launcher_options(recorded.launcher)
+    resources: dict = {}
+    for option, target in (("nproc_per_node", "gpus_per_worker"), ("nnodes", "workers")):
+        value = options.pop(option, "1")
+        if value.isdigit():
+            resources[target] = int(value)
+        else:
+            resources[target] = 1
+            why = _marker_reason(value) if MARKER.search(value) else f"{value!r} is not a fixed count"
+            report.append(f"torchrun --{option} {_show(value)}: not mapped ({why}); set resources.{target}")
+    data["resources"] = resources
+    for option, value in options.items():
+        if option in ("node_rank", "master_addr", "master_port", "rdzv_id", "rdzv_backend", "rdzv_endpoint", "standalone"):
+            report.append(f"torchrun --{option}: dropped; the launch command takes it from the platform")
+        else:
+            report.append(f"torchrun --{option}={value}: dropped; the generated launch command does not pass it")
+    script = recorded.script
+    data["training"] = {"script": "pretrain_gpt.py" if os.path.basename(script) == "pretrain_gpt.py" else script}
+    if os.path.basename(script) != "pretrain_gpt.py":
+        report.append(f"script {script}: not pretrain_gpt.py; every flag goes to training.args")
+    groups = flag_groups(recorded.args)
+    _refuse_warm_start(groups)
+    groups = _in_megatron_tree(_drop_credentials(groups, report), report)
+    raw: list[str] = []
+    names = {g[0] for g in groups}
+    precision_set = False
+    for flag, values in groups:
+        if os.path.basename(script) != "pretrain_gpt.py":
+            marked = next((v for v in values if MARKER.search(v)), None)
+            if marked is not None:
+                report.append(f"{flag} {' '.join(_show(v) for v in values)}: dropped ({_marker_reason(marked)}); "
+                              "give it a fixed value in training.args")
+                continue
+            raw += [flag, *values] if flag else list(values)
+            continue
+        if flag in MANAGED:
+            if flag == "--load":
+                if not values or values == ("",):
+                    report.append("--load: dropped (its value is empty)")
+                    continue
+                _set(data, ("training", "checkpoint", "resume"), True)
+            if flag == "--tensorboard-dir":
+                _set(data, ("training", "logging", "tensorboard"), True)
+            report.append(f"{flag} {' '.join(values)}: replaced; {MANAGED[flag]}")
+            continue
+        if flag == "--data-path":
+            marked = next((v for v in values if MARKER.search(v)), None)
+            if marked is not None:
+                report.append(f"--data-path {' '.join(_show(v) for v in values)}: dropped ({_marker_reason(marked)}); "
+                              "set training.data.paths")
+                continue
+            if len(values) % 2 == 0 and values and all(is_number(v) for v in values[::2]):
+                _set(data, ("training", "data", "weights"), [float(v) for v in values[::2]])
+                _set(data, ("training", "data", "paths"), list(values[1::2]))
+            elif any(is_number(v) for v in values):
+                report.append(f"--data-path {' '.join(values)}: not a list of paths nor of weight/path pairs; "
+                              "set training.data")
+            else:
+                _set(data, ("training", "data", "paths"), list(values))
+            continue
+        if flag in IMPLIED:
+            continue
+        marked = next((v for v in values if MARKER.search(v)), None)
+        if marked is not None:
+            where = ("a directory on the shared storage (under storage.mount_path), in training.args"
+                     if flag == "--data-cache-path" else "a fixed value in the spec")
+            report.append(f"{flag} {' '.join(_show(v) for v in values)}: dropped ({_marker_reason(marked)}); "
+                          f"give it {where}")
+            continue
+        entry = FLAG_TABLE.get(flag)
+        if entry is None:
+            raw += [flag, *values] if flag else list(values)
+            report.append(f"{' '.join([flag, *values]) if flag else ' '.join(values)}: no typed field; "
+                          "passed through verbatim in training.args")
+            continue
+        path, kind = entry
+        if flag == "--split" and len(values) == 1 and re.fullmatch(r"(['\"])[0-9.,]+\1", values[0]):
+            # Megatron reads only the split's digits and dots (re.findall(r"[.0-9]+", split),
+            # megatron/core/datasets/blended_megatron_dataset_config.py:164): the quotes change nothing
+            report.append(f"--split {values[0]}: typed as {values[0][1:-1]} (Megatron ignores the quotes)")
+            values = (values[0][1:-1],)
+        if not values and kind != "switch" and not kind.startswith("const:"):
+            because = f"; unset {', '.join(recorded.unset)} expanded empty" if recorded.unset else ""
+            report.append(f"{flag}: dropped (no value{because}); give it a value in the spec")
+            continue
+        try:
+            value = _convert(kind, values)
+        except ValueError as exc:
+            raw += [flag, *values]
+            report.append(f"{flag} {' '.join(values)}: not typed ({exc}); passed through verbatim")
+            continue
+        _refuse_outside_choices(flag, value, path)
+        if path == ("training", "precision"):
+            precision_set = True
+        _set(data, path, value)
+    training = data["training"]
+    if os.path.basename(script) == "pretrain_gpt.py":
+        if not precision_set:
+            training["precision"] = "fp32"
+        unfused = set(UNFUSED_FLAGS)
+        if unfused <= names:
+            training["fused_kernels"] = False
+        else:
+            for flag in sorted(unfused & names):
+                raw.append(flag)
+                report.append(f"{flag}: passed through verbatim (fused_kernels: false needs all of "
+                              f"{', '.join(UNFUSED_FLAGS)})")
+        impl_local = training.get("model", {}).get("transformer_impl") == "local"
+        if "--no-persist-layer-norm" in names and not (impl_local or training.get("fused_kernels") is False):
+            raw.append("--no-persist-layer-norm")
+        elif (impl_local or training.get("fused_kernels") is False) and "--no-persist-layer-norm" not in names:
+            report.append("--no-persist-layer-norm: added (Megatron asserts it without Apex and Transformer Engine)")
+        if "--num-query-groups" in names and "--group-query-attention" not in names:
+            report.append("--group-query-attention: added (num_query_groups implies it)")
+        if "--group-query-attention" in names and "--num-query-groups" not in names:
+            report.append("--group-query-attention without --num-query-groups: Megatron's default of 1 group is "
+                          "not typed; set training.model.num_query_groups")
+        if "--save" not in names:
+            report.append("--save: added; the spec always saves checkpoints under $RUN_ROOT/ckpt")
+        checkpoint = training.setdefault("checkpoint", {})
+        checkpoint.setdefault("resume", False)
+        if "save_interval" not in checkpoint:
+            iters = training.get("train_iters", 1000)
+            checkpoint["save_interval"] = iters
+            report.append(f"--save-interval: added as train_iters ({iters}), one checkpoint at the end")
+        for section in ("model", "batch", "optimizer", "data"):
+            if section not in training:
+                report.append(f"training.{section}: the script sets none of its flags; fill it in")
+        if "train_iters" not in training and "train_samples" not in training:
+            report.append("training.train_iters: neither --train-iters nor --train-samples; fill one in")
+        par = data.get("parallelism")
+        if par:
+            data["parallelism"] = par
+    if raw:
+        training["args"] = raw
+    env = {}
+    for key, value in sorted(recorded.env.items()):
+        if is_credential_env(key) or credential_shape(value):
+            report.append(f"environment {key}: dropped, never written (a credential); give it to the job through "
+                          "the platform's secrets or job environment variables")
+        elif key in RESERVED_ENV or key.startswith(("MASTER_", "NODE_RANK", "NNODES")):
+            report.append(f"environment {key}: dropped; the launch command sets it")
+        elif MARKER.search(value):
+            report.append(f"environment {key}={_show(value)}: dropped ({_marker_reason(value)})")
+        else:
+            env[key] = value
+    if env:
+        training["env"] = env
+    return ImportResult(data=_ordered(data), report=report, recorded=recorded)
+
+
+def _refuse_warm_start(groups: list[tuple[str, tuple[str, ...]]]) -> None:
+    """`--load DIR` other than `--save`'s DIR warm-starts from a checkpoint the spec cannot re-point."""
+    given = dict(groups)
+    load, save = given.get("--load"), given.get("--save")
+    if not load or load == ("",) or any(MARKER.search(v) for v in load):
+        return
+    if save is not None and [posixpath.normpath(v) for v in load] == [posixpath.normpath(v) for v in save]:
+        return
+    raise ImportFailed(
+        f"--load {' '.join(load)} is not the --save directory ({' '.join(map(_show, save)) if save else 'none'}): the script "
+        "starts from an existing checkpoint, and a spec's --load is always its own $RUN_ROOT/ckpt, so importing "
+        "it would silently train from scratch. Remove --load from the script (or make it equal --save) and "
+        "import again, then add the checkpoint to the spec: a Megatron checkpoint as training.args "
+        f"[--pretrained-checkpoint, {' '.join(load)}] (with --finetune to load weights only); Hugging Face "
+        "weights converted to such a checkpoint first (docs/bridge.md)")
+
+
+def _in_megatron_tree(groups: list[tuple[str, tuple[str, ...]]], report: list[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """`$PWD/examples/…` is a file of Megatron-LM's source (the script runs from its root): the image's copy."""
+    tree = re.compile(r"^@runtime:PWD@/((?:%s)/[^@]*)$" % "|".join(TOP_DIRECTORIES))
+    mapped = []
+    for flag, values in groups:
+        new = tuple(tree.sub(lambda m: posixpath.join(MEGATRON_ROOT, m.group(1)), v) for v in values)
+        if new != values:
+            report.append(f"{flag} {' '.join(_show(v) for v in values)}: replaced by {' '.join(new)}, the file of "
+                          "Megatron-LM's source in the image (megatron.root's default; change it with the root)")
+        mapped.append((flag, new))
+    return mapped
+
+
+def _drop_credentials(groups: list[tuple[str, tuple[str, ...]]], report: list[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """Flags whose name or value is a credential are dropped, never written, and reported."""
+    kept = []
+    for flag, values in groups:
+        tokens = [flag, *values] if flag else list(values)
+        if credential_flags(tokens) or any(credential_shape(v) for v in values):
+            report.append(f"{flag or values[0]}: dropped, never written (a credential); give it to the job "
+                          "through the platform's secrets or job environment variables")
+            continue
+        kept.append((flag, values))
+    return kept
+
+
+
+ORDER = ("extends", "version", "name", "image", "megatron", "resources", "storage", "parallelism", "training")
+TRAINING_ORDER = ("script", "model", "batch", "train_iters", "train_samples", "optimizer", "precision", "data", "checkpoint",
+                  "sequence_parallel", "distributed_optimizer", "recompute", "virtual_pipeline", "fused_kernels",
+                  "logging", "eval", "args", "env", "resume")
+
+
+def _ordered(data: dict) -> dict:
+    out = {k: data[k] for k in ORDER if k in data}
+    if "training" in out:
+        t = out["training"]
+        # a key not in TRAINING_ORDER still comes out, after the ordered ones: dropping it loses a value
+        out["training"] = {**{k: t[k] for k in TRAINING_ORDER if k in t}, **t}
+    return out
+
+
