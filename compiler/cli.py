@@ -15,7 +15,7 @@ TYPE_CHECKING = False  # `typing` itself is not imported: --help and --version s
 if TYPE_CHECKING:
     from typing import TextIO
 
-SUBCOMMANDS = ("schema", "import", "init", "lock", "size")
+SUBCOMMANDS = ("schema", "import", "init", "lock", "size", "doctor")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,7 +25,8 @@ def _parser() -> argparse.ArgumentParser:
         "and its launch command.",
         epilog="Subcommands: `megatron-compile init NAME …` writes a new spec; `megatron-compile import SCRIPT "
         "-o SPEC` turns a launch script into one; `megatron-compile lock SPEC…` pins the base image's digest; "
-        "`megatron-compile size SPEC` ranks the layouts that fit; "
+        "`megatron-compile size SPEC` ranks the layouts that fit; `megatron-compile doctor SPEC [RUN_ROOT]` says why "
+        "a run failed; "
         "`megatron-compile schema [--check]` writes or checks schemas/*.json. Each takes --help.",
     )
     parser.add_argument("specs", nargs="+", metavar="SPEC", help="spec files, directories of specs, or globs")
@@ -67,6 +68,10 @@ def _dispatch(argv: list[str], out: TextIO, err: TextIO) -> int:
         from .commands import lock
 
         return lock.main(argv[1:], out, err)
+    if argv and argv[0] == "doctor":
+        from .commands import doctor
+
+        return doctor.main(argv[1:], out, err)
     if argv and argv[0] == "size":
         from .commands import size
 

@@ -181,7 +181,8 @@ def test_image_built_is_the_image_run():
         job = json.loads((directory / "job.json").read_text())
         image = job["image"]
         assert f"MEGATRON_IMAGE={image}" in (directory / "buildx.sh").read_text()
-        assert f"MEGATRON_IMAGE={image}" in (directory / "regctl.sh").read_text()
+        if (directory / "regctl.sh").exists():  # not for an image that pip-installs Bridge (init_from)
+            assert f"MEGATRON_IMAGE={image}" in (directory / "regctl.sh").read_text()
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: f"{p.parent.name}/{p.name}")

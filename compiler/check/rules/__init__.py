@@ -20,6 +20,7 @@ from .megatron import (
 from .parallel import (
     check_bounded_args, check_bounded_layout, check_expert_divisibility, check_parallel_divisibility, check_rdma,
 )
+from .slow import check_routing, check_slow_training
 from .safety import check_credentials, check_image_values, check_import_markers, check_reserved_env
 from .storage import check_read_only, check_reserved_mount, check_run_root, check_script_in_root
 
@@ -49,6 +50,8 @@ RULES: tuple[Rule, ...] = (
     Rule("megatron-unknown-flag", ("training",), check_raw_args),
     Rule("prepare-input-path", ("training", "storage"), check_prepare_paths),
     Rule("platform-section", (), check_platform_sections),
+    Rule("slow-detection", ("resources", "training"), check_slow_training),
+    Rule("job-routing", ("training",), check_routing),
     Rule("missing-key", ("training",), check_model_fields),
     Rule("init-from", ("init_from", "training"), check_init_from),
     Rule("init-from-contradiction", ("init_from", "training"), check_init_contradictions),

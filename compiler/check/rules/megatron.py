@@ -174,6 +174,16 @@ def check_megatron_optimizer(ctx: RuleContext) -> Iterator[Diagnostic]:
     t = _pretrain(ctx)
     if t is None or t.optimizer is None:
         return
+    # megatron/core/optimizer_param_scheduler.py:160: lr_warmup_steps < lr_decay_steps (decay defaults
+    # to the training length); a real H200 run failed on it at start (tests/fixtures/failed-runs)
+    o = t.optimizer
+    if t.train_iters is not None and o.warmup_iters and o.warmup_iters >= (o.decay_iters or t.train_iters):
+        decay = o.decay_iters or t.train_iters
+        yield ctx.locate(
+            "megatron-lr-warmup", f"training.optimizer.warmup_iters ({o.warmup_iters}) must be below the LR decay's "
+            f"{decay} iterations ({'decay_iters' if o.decay_iters else 'train_iters'})",
+            ("training", "optimizer", "warmup_iters"), hint=f"warm up for fewer than {decay} iterations",
+        )
     # arguments.py:1304-1305: min_lr <= lr
     if t.optimizer.min_lr > t.optimizer.lr:
         yield ctx.locate(
