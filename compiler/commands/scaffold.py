@@ -15,7 +15,7 @@ from typing import TextIO
 import yaml
 
 from ..diagnostics import sort_diagnostics
-from ..megatron.parallel import world_size
+from ..megatron.parallel import data_parallel_size, world_size
 from ..pipeline import compile_spec
 from .compile import print_diagnostics, refuses_overwrite, relative_to_spec
 
@@ -31,8 +31,8 @@ def scaffold(name: str, *, workers: int, gpus_per_worker: int, tensor: int, pipe
              extends: str | None = None) -> str:
     """The text of a new spec; the caller compiles it to refuse impossible layouts."""
     world = world_size(workers, gpus_per_worker)
-    model_parallel = max(1, tensor * pipeline * context)
-    data_parallel = max(1, world // model_parallel)
+    # an impossible layout still gets a text (the caller refuses it with the compiler's diagnostics)
+    data_parallel = max(1, data_parallel_size(world, max(1, tensor), max(1, pipeline), max(1, context)))
     heads = 16 * tensor  # a multiple of tensor parallel
     hidden = 64 * heads  # head size 64
     layers = 2 * pipeline  # a multiple of pipeline parallel

@@ -340,7 +340,7 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
     except KeyError as exc:
         err.write(f"megatron-compile size: {exc.args[0]}\n")
         return EXIT_USAGE
-    max_gpus = args.max_gpus or spec.resources.workers * spec.resources.gpus_per_worker
+    max_gpus = args.max_gpus or world_size(spec.resources.workers, spec.resources.gpus_per_worker)
     if max_gpus < 1 or args.gpus_per_worker < 1 or args.top < 1:
         err.write("megatron-compile size: --max-gpus, --gpus-per-worker and --top must be positive\n")
         return EXIT_USAGE

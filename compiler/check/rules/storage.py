@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ...diagnostics import Diagnostic
+from ...megatron.runfiles import default_run_root
 from ...paths import is_within, normalize_path
 from ...platform.aistudio import PLATFORM, READ_ONLY_DATA, RESERVED_MOUNTS
 from ..context import RuleContext
@@ -26,14 +27,14 @@ def check_run_root(ctx: RuleContext) -> Iterator[Diagnostic]:
     if norm_root == norm_mount:
         yield ctx.locate(
             "run-root-is-mount", f"storage.run_root ({run_root}) is the mount path itself", where,
-            hint=f"give every run its own directory, e.g. {norm_mount.rstrip('/')}/runs/{ctx.facts.name or 'NAME'}",
+            hint=f"give every run its own directory, e.g. {default_run_root(norm_mount, ctx.facts.name or 'NAME')}",
         )
     elif not is_within(norm_root, norm_mount):
         yield ctx.locate(
             "run-root-outside-mount",
             f"storage.run_root ({norm_root}) is not inside storage.mount_path ({norm_mount}); the worker's "
             "root filesystem is discarded when the job ends, so the checkpoint and logs would be lost",
-            where, hint=f"put the run root under {norm_mount}, or leave it out for {norm_mount}/runs/<name>",
+            where, hint=f"put the run root under {norm_mount}, or leave it out for {default_run_root(norm_mount, '<name>')}",
         )
 
 

@@ -1,0 +1,42 @@
+"""plan/: a plan is a list of steps, each declaring its artifacts once; the platform picks the job's document."""
+
+from __future__ import annotations
+
+import pytest
+
+from compiler.pipeline import compile_spec
+from helpers import REPO
+
+CASES = {
+    "tp2": (("image", "train"), ["Dockerfile", "buildx.sh", "regctl.sh", "job.json", "launch.sh", "verify.sh", "plan.md"]),
+    "tp2-dp2-slurm": (("image", "train"), ["Dockerfile", "buildx.sh", "regctl.sh", "job.sbatch", "launch.sh",
+                                           "verify.sh", "plan.md"]),
+    "tp2-dp2-k8s": (("image", "train"), ["Dockerfile", "buildx.sh", "regctl.sh", "trainjob.yaml", "launch.sh",
+                                         "verify.sh", "plan.md"]),
+    "pretrain-prepared": (("image", "prepare", "train"), ["Dockerfile", "buildx.sh", "regctl.sh", "prepare.sh",
+                                                          "job-prepare.json", "verify-prepare.sh", "job.json",
+                                                          "launch.sh", "verify.sh", "plan.md"]),
+    "qwen3-0.6b": (("image", "download", "convert", "train", "export"),
+                   ["Dockerfile", "buildx.sh", "download.sh", "job-download.json", "convert.sh", "job-convert.json",
+                    "job.json", "launch.sh", "verify.sh", "export.sh", "job-export.json", "plan.md"]),
+}
+
+
+@pytest.mark.parametrize("stem", sorted(CASES))
+def test_steps_and_their_artifacts(stem):
+    kinds, artifacts = CASES[stem]
+    result = compile_spec(str(REPO / "specs" / f"{stem}.yaml"), f"specs/{stem}.yaml")
+    assert result.ok, result.diagnostics
+    assert tuple(s.kind for s in result.plan.steps) == kinds
+    assert list(result.plan.artifacts) == artifacts
+    assert list(result.files) == artifacts, "render writes exactly the plan's artifacts, in its order"
+
+
+def test_every_job_document_embeds_its_rendered_script():
+    result = compile_spec(str(REPO / "specs" / "qwen3-0.6b.yaml"), "specs/qwen3-0.6b.yaml")
+    import json
+
+    for step in result.plan.steps:
+        for artifact in step.artifacts:
+            if artifact.embeds is not None and artifact.file.endswith(".json"):
+                assert json.loads(result.files[artifact.file])["launch_command"] == result.files[artifact.embeds]
