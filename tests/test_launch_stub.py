@@ -16,8 +16,10 @@ def test_single_worker_runs_on_the_right_gpu_count(tmp_path):
     assert log.rstrip("\n").endswith("STUB-LAST-LINE"), "train.log lost its last line"
     assert "stub stderr line" in log, "stderr must reach train.log too"
     assert log.count("stub training line") == 200
-    assert run.torchrun_argv() == ["--nproc_per_node=2", "/opt/Megatron-LM/examples/run_simple_mcore_train_loop.py"]
-    assert (run.calls / "make.argv").read_bytes().split(b"\0")[:-1] == [b"-C", b"/opt/Megatron-LM/megatron/core/datasets"]
+    # Megatron's files are named through MEGATRON_ROOT, which the harness moved to a temporary directory
+    megatron = tmp_path / "megatron"
+    assert run.torchrun_argv() == ["--nproc_per_node=2", f"{megatron}/examples/run_simple_mcore_train_loop.py"]
+    assert (run.calls / "make.argv").read_bytes().split(b"\0")[:-1] == [b"-C", f"{megatron}/megatron/core/datasets".encode()]
     assert (run.calls / "torchrun.cwd").read_text().strip() == str(run.run_root)
     assert (run.run_root / "runtime.txt").read_text() == (
         "torch: 0.0-stub\ncuda: none\ngpu_count: 2\nmegatron_commit: 571370c829ca768fe37244f4e2e7f28d8accc4ab\n"
@@ -65,7 +67,7 @@ def test_multi_worker_passes_platform_values_to_torchrun(tmp_path):
     assert run.returncode == 0, run.stderr
     assert run.torchrun_argv() == [
         "--nproc_per_node=2", "--nnodes=2", "--node_rank=1", "--master_addr=10.0.0.1", "--master_port=29500",
-        "/opt/Megatron-LM/examples/run_simple_mcore_train_loop.py",
+        f"{tmp_path / 'megatron'}/examples/run_simple_mcore_train_loop.py",
     ]
     node = run.log_dir(1)
     assert (node / "train.log").read_text().rstrip("\n").endswith("STUB-LAST-LINE")

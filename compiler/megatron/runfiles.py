@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..paths import normalize_path
 
+DATASETS_DIR = "megatron/core/datasets"  # under megatron.root: the C++ dataset helper the launch builds
 RUNS_DIR = "runs"  # the default run root is {mount}/runs/{name}
 CHECKPOINT_DIR = "ckpt"
 CHECKPOINTS_DIR = "checkpoints"  # converted and exported weights outlive a run: {mount}/checkpoints/{name}/  # Megatron's --save/--load directory under the run root

@@ -16,7 +16,7 @@ from ..check.facts import Facts
 from ..load.lockfile import Lock, lock_path
 from ..megatron.pretrain import num_microbatches, train_iterations, virtual_pipeline_size, vocab_size
 from ..megatron.huggingface import BRIDGE_REQUIREMENTS
-from ..megatron.runfiles import NODES_DIR, RUNTIME_PROBE
+from ..megatron.runfiles import DATASETS_DIR, NODES_DIR, RUNTIME_PROBE
 from ..megatron.timing import training_time
 from ..platform.aistudio import JOB_FILE, AIStudioJob, PLATFORM
 from ..platform.images import ImagePins, image_pins
@@ -173,8 +173,12 @@ def _launch_plan(spec: Any, facts: Facts, pretrain: PretrainPlan | None) -> Laun
         log_dir = Word((Var("RUN_ROOT"),))
         distributed = (Word.lit(f"--nproc_per_node={res.gpus_per_worker}"),)
     flag_lines = tuple(flag_words(f) for f in pretrain.flags) if pretrain else ()
+    # the launch names Megatron's own files through $MEGATRON_ROOT, the one place the root is written
+    root = facts.megatron_root
+    script = (Word((Var("MEGATRON_ROOT"), facts.script[len(root):])) if facts.script.startswith(root + "/")
+              else Word.lit(facts.script))
     torchrun = (
-        ((Word.lit("torchrun"),),) + tuple((w,) for w in distributed) + ((Word.lit(facts.script),),)
+        ((Word.lit("torchrun"),),) + tuple((w,) for w in distributed) + ((script,),)
         + flag_lines + tuple((Word.lit(a),) for a in spec.training.args)
     )
     env = dict(spec.training.env)
@@ -185,6 +189,7 @@ def _launch_plan(spec: Any, facts: Facts, pretrain: PretrainPlan | None) -> Laun
     resume = spec.training.resume or (pretrain is not None and spec.training.checkpoint.resume)
     platform = spec.platform
     return LaunchPlan(
+        datasets_dir=Word((Var("MEGATRON_ROOT"), "/" + DATASETS_DIR)),
         on_aistudio=platform == "aistudio", on_slurm=platform == "slurm", on_kubernetes=platform == "kubernetes",
         expected_gpus=res.gpus_per_worker, expected_nodes=res.workers, multi_worker=multi,
         default_master_port=DEFAULT_MASTER_PORT, log_dir=log_dir,
@@ -224,7 +229,7 @@ def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | Non
     )
     megatron = MegatronPlan(
         repo=spec.megatron.repo, source_url=spec.megatron.repo.removesuffix(".git"), commit=spec.megatron.commit,
-        root=root, datasets_dir=f"{root}/megatron/core/datasets",
+        root=root,
     )
     groups = layout.rank_groups()
     pretrain = _pretrain_plan(spec, facts)

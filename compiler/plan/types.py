@@ -55,13 +55,13 @@ class MegatronPlan(NamedTuple):
     source_url: str  # the OCI source label: the repo URL without .git
     commit: str
     root: str
-    datasets_dir: str  # where the C++ dataset helper is built
 
 
 class LaunchPlan(NamedTuple):
     on_aistudio: bool  # the platform block: where the node count, rank and rendezvous come from
     on_slurm: bool
     on_kubernetes: bool
+    datasets_dir: Word  # "$MEGATRON_ROOT/megatron/core/datasets": where the C++ dataset helper is built
     expected_gpus: int
     expected_nodes: int
     multi_worker: bool

@@ -86,7 +86,7 @@ mkdir -p "$LOG_DIR"
 
 # The official mock-data example uses this small C++ helper; each worker's image filesystem is its
 # own, so every worker builds it.
-logged make -C /opt/Megatron-LM/megatron/core/datasets ||
+logged make -C "$MEGATRON_ROOT/megatron/core/datasets" ||
   die "building Megatron's dataset helper failed: the image needs make, a C++ compiler, the Python headers and pybind11"
 
 {
@@ -119,7 +119,7 @@ torchrun \
   --node_rank="$NODE_RANK" \
   --master_addr="$MASTER_ADDR" \
   --master_port="$MASTER_PORT" \
-  /opt/Megatron-LM/pretrain_gpt.py \
+  "$MEGATRON_ROOT/pretrain_gpt.py" \
   --tensor-model-parallel-size 4 \
   --pipeline-model-parallel-size 2 \
   --sequence-parallel \

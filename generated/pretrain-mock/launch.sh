@@ -63,7 +63,7 @@ mkdir -p "$LOG_DIR"
 
 # The official mock-data example uses this small C++ helper; each worker's image filesystem is its
 # own, so every worker builds it.
-logged make -C /opt/Megatron-LM/megatron/core/datasets ||
+logged make -C "$MEGATRON_ROOT/megatron/core/datasets" ||
   die "building Megatron's dataset helper failed: the image needs make, a C++ compiler, the Python headers and pybind11"
 
 {
@@ -87,7 +87,7 @@ cd "$RUN_ROOT"
 set +e
 torchrun \
   --nproc_per_node=1 \
-  /opt/Megatron-LM/pretrain_gpt.py \
+  "$MEGATRON_ROOT/pretrain_gpt.py" \
   --num-layers 4 \
   --hidden-size 1024 \
   --num-attention-heads 16 \

@@ -66,7 +66,7 @@ mkdir -p "$LOG_DIR"
 
 # The official mock-data example uses this small C++ helper; each worker's image filesystem is its
 # own, so every worker builds it.
-logged make -C /opt/Megatron-LM/megatron/core/datasets ||
+logged make -C "$MEGATRON_ROOT/megatron/core/datasets" ||
   die "building Megatron's dataset helper failed: the image needs make, a C++ compiler, the Python headers and pybind11"
 
 {
@@ -90,7 +90,7 @@ cd "$RUN_ROOT"
 set +e
 torchrun \
   --nproc_per_node=2 \
-  /opt/Megatron-LM/examples/run_simple_mcore_train_loop.py 2>&1 | tee -i "$TRAIN_LOG"
+  "$MEGATRON_ROOT/examples/run_simple_mcore_train_loop.py" 2>&1 | tee -i "$TRAIN_LOG"
 statuses=("${PIPESTATUS[@]}")
 set -e
 torchrun_status=${statuses[0]}
