@@ -306,3 +306,24 @@ def test_a_failing_rank_on_the_second_node_fails_the_job_quickly(slurm_cluster: 
     assert (node1 / "exit_status").read_text().strip() not in ("", "0")
     assert elapsed < 120, f"the failing job took {elapsed:.0f} s: the other node was not stopped"
     print(f"failing job.sbatch: {elapsed:.1f} s")
+
+
+@pytest.mark.parametrize("job", sorted((REPO / "generated").glob("*/job.sbatch")), ids=lambda p: p.parent.name)
+def test_sbatch_test_only_accepts_every_generated_job_sbatch(slurm_cluster: SlurmCluster, job: Path):
+    """Every generated job.sbatch parses and could be scheduled; a job larger than the 2-node test
+    cluster is asked for its shape on the command line (which overrides #SBATCH), the rest as written."""
+    directives = _directives(job.read_text())
+    fit = [f"--nodes={min(2, int(directives['nodes']))}", f"--gpus-per-node={min(2, int(directives['gpus-per-node']))}"]
+    result = slurm_cluster.run(["sbatch", "--test-only", *fit, str(job)])
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_compilers_time_limit_check_takes_nothing_that_sbatch_refuses(slurm_cluster: SlurmCluster, tmp_path: Path):
+    from compiler.platform.slurm import TIME_LIMIT
+
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\nhostname\n")
+    for value in ("30", "30:15", "1:00:00", "2-12", "2-12:30:15", "UNLIMITED", "1:2:3:4", "90m", "1h", "1.5", "2-"):
+        if TIME_LIMIT.fullmatch(value):
+            result = slurm_cluster.run(["sbatch", "--test-only", f"--time={value}", str(script)])
+            assert result.returncode == 0, (value, result.stderr)
