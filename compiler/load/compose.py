@@ -116,7 +116,9 @@ def _error_at(doc: SourceDoc, path: tuple, code: str, message: str, hint: str | 
 
 
 def _resolve(path: str, display: str, stack: tuple[str, ...], out: Composed) -> SourceDoc | None:
-    doc, diags = _load_cached(path, display)
+    # Bases are remembered (many specs extend one); the job spec itself is read once and dropped, so
+    # a batch of a thousand specs does not keep a thousand documents (docs/performance.md).
+    doc, diags = _load_cached(path, display) if len(stack) > 1 else load_file(path, display)
     out.diagnostics.extend(diags)
     if doc is None:
         return None
