@@ -52,7 +52,7 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def to_json(document: dict) -> str:
+def to_json(document: dict[str, Any]) -> str:
     """Stable JSON: the document's key order, two-space indent, UTF-8, one trailing newline.
 
     Byte for byte `json.dumps(document, indent=2, ensure_ascii=False)` (a test holds it to that),
