@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from enum import Enum
-from typing import Iterable, NamedTuple, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 
 class Severity(str, Enum):
@@ -163,7 +163,7 @@ def make_error(code: str, message: str, *, hint: str | None = None, **where: obj
 
 def sort_diagnostics(diags: Iterable[Diagnostic]) -> list[Diagnostic]:
     """Order by file, position and code, and drop exact repeats."""
-    seen: set[tuple] = set()
+    seen: set[tuple[str, int | None, int | None, str, str]] = set()
     unique = []
     for d in diags:
         key = (d.file, d.line, d.column, d.code, d.message)
@@ -203,7 +203,7 @@ def summary_line(diags: Sequence[Diagnostic], file: str) -> str | None:
     return f"{', '.join(parts)} in {file}"
 
 
-def to_json_obj(d: Diagnostic) -> dict:
+def to_json_obj(d: Diagnostic) -> dict[str, Any]:
     """A diagnostic as a JSON-ready dict with stable keys."""
     obj = d._asdict()
     obj["severity"] = d.severity.value

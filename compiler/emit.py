@@ -170,7 +170,7 @@ class _Locked:
         os.close(self.fd)  # closing the descriptor releases the lock
 
 
-def _listing(directory: Path) -> dict[str, os.DirEntry]:
+def _listing(directory: Path) -> dict[str, os.DirEntry[str]]:
     try:
         with os.scandir(directory) as entries:
             return {entry.name: entry for entry in entries}

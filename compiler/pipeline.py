@@ -38,7 +38,7 @@ class CompileResult(NamedTuple):
         return self.plan is not None
 
 
-def _expects_string(path: tuple) -> bool:
+def _expects_string(path: tuple[str | int, ...]) -> bool:
     """Whether the spec field at `path` takes a string (typed --set values). The pydantic models
     are imported only for a compile with --set."""
     from .schema.models import annotation_at
@@ -136,7 +136,7 @@ def process(path: str, conflict_with: str | None, options: Options) -> Outcome:
         )]
     if any(d.is_error for d in diags) or not result.ok:
         return Outcome(result.spec_file, diags, summary_line(diags, result.spec_file), "", failed=True)
-    kept = {"plan": result.plan if options.explain else None, "spec": result.spec if options.print_spec else None}
+    kept: dict[str, Any] = {"plan": result.plan if options.explain else None, "spec": result.spec if options.print_spec else None}
     from pathlib import Path
 
     if options.check:

@@ -77,7 +77,7 @@ class _Locator:
     def __init__(self, doc: SourceDoc) -> None:
         self.doc = doc
 
-    def diag(self, code: str, message: str, path: tuple, *, key: bool = False, hint: str | None = None,
+    def diag(self, code: str, message: str, path: tuple[str | int, ...], *, key: bool = False, hint: str | None = None,
              severity: Severity = Severity.ERROR) -> Diagnostic:
         loc = self.doc.keys.get(path) if key else None
         loc = loc or self.doc.value_location(path)
@@ -89,7 +89,7 @@ class _Locator:
         return Diagnostic(code=code, severity=severity, message=message, hint=hint, key_path=path, **where)
 
 
-def _model_at(path: tuple) -> Any:
+def _model_at(path: tuple[str | int, ...]) -> Any:
     """The model class that owns the mapping at `path` (for did-you-mean and missing keys). The
     pydantic models are imported only here, for a spec with an unknown key: a spec that validates
     never pays for them."""
@@ -107,7 +107,7 @@ def _key_names(model: Any) -> list[str]:
     return key_names(model)
 
 
-def _did_you_mean(word: str, parent: tuple) -> str | None:
+def _did_you_mean(word: str, parent: tuple[str | int, ...]) -> str | None:
     model = _model_at(parent)
     if model is None:
         return None
@@ -117,14 +117,14 @@ def _did_you_mean(word: str, parent: tuple) -> str | None:
     return matches[0] if matches else None
 
 
-def pydantic_to_diagnostics(error: ValidationError, doc: SourceDoc, base: tuple = ()) -> list[Diagnostic]:
+def pydantic_to_diagnostics(error: ValidationError, doc: SourceDoc, base: tuple[str | int, ...] = ()) -> list[Diagnostic]:
     """Each pydantic error, reworded and placed at its YAML position. A misspelt key gives 'unknown
     key X; did you mean Y?' and 'missing required key Y'; the first says it all, so the second is
     dropped."""
     at = _Locator(doc)
     out: list[Diagnostic] = []
-    missing: dict[int, tuple] = {}  # index in out -> the path of the missing key
-    suggested: set[tuple] = set()  # paths a did-you-mean proposed
+    missing: dict[int, tuple[str | int, ...]] = {}  # index in out -> the path of the missing key
+    suggested: set[tuple[str | int, ...]] = set()  # paths a did-you-mean proposed
     for err in error.errors(include_url=False):
         kind = err["type"]
         raw_loc = base + tuple(err["loc"])
@@ -216,9 +216,9 @@ def check(doc: SourceDoc, hf_config: dict[str, Any] | None = None) -> Checked:
                 sections[name] = schema_validator.section_validator(name).validate_python(raw)
             except ValidationError:
                 pass
-    name = doc.data.get("name") if isinstance(doc.data.get("name"), str) else None
-    platform = doc.data.get("platform") if doc.data.get("platform") in PLATFORMS else DEFAULT_PLATFORM
-    facts = derive(sections, name, platform, hf_config)
+    spec_name = doc.data.get("name") if isinstance(doc.data.get("name"), str) else None
+    platform: str = doc.data["platform"] if doc.data.get("platform") in PLATFORMS else DEFAULT_PLATFORM
+    facts = derive(sections, spec_name, platform, hf_config)
     if facts.training is not None:  # the rules read training with init_from's model filled in
         sections["training"] = facts.training
     diags.extend(run_rules(RuleContext(doc=doc, sections=sections, facts=facts, locate=_Locator(doc).diag)))

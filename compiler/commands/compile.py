@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import TextIO
 
-from ..diagnostics import format_github, format_json, format_text, sort_diagnostics, summary_line, to_json_obj
+from ..diagnostics import Diagnostic, format_github, format_json, format_text, sort_diagnostics, summary_line, to_json_obj
 from ..load.compose import Override
 from ..pipeline import Options, compile_spec, run_batch
 from .explain import explain_json, explain_text
@@ -16,7 +16,7 @@ from .resolved import resolved_yaml
 EXIT_OK, EXIT_FAIL = 0, 1
 
 
-def print_diagnostics(diags: list, fmt: str, out: TextIO) -> None:
+def print_diagnostics(diags: list[Diagnostic], fmt: str, out: TextIO) -> None:
     """Diagnostics in the chosen format."""
     out.write(format_json(diags) if fmt == "json" else format_github(diags) if fmt == "github" else format_text(diags))
 

@@ -14,7 +14,7 @@ import os
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..megatron.failures import Evidence, Facts, Finding, Fix, RunFiles, WorkerFiles, diagnose
 from ..megatron.runfiles import (
@@ -92,7 +92,7 @@ def read_run(root: str, facts: Facts) -> RunFiles:
                     latest_checkpointed_iteration=_read(os.path.join(ckpt, LATEST_CHECKPOINT)))
 
 
-def run_verify(verify_sh: str | None, root: str) -> dict | None:
+def run_verify(verify_sh: str | None, root: str) -> dict[str, Any] | None:
     """verify.sh --json on the run root: its verdict and checks (None without bash or a verify.sh)."""
     if verify_sh is None:
         return None
@@ -100,14 +100,15 @@ def run_verify(verify_sh: str | None, root: str) -> dict | None:
         f.write(verify_sh)
     try:
         proc = subprocess.run(["bash", f.name, "--json", root], capture_output=True, text=True, timeout=120)
-        return json.loads(proc.stdout)
+        result: dict[str, Any] | None = json.loads(proc.stdout)
+        return result
     except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
         return None
     finally:
         os.unlink(f.name)
 
 
-def verify_findings(verdict: dict | None) -> list[Finding]:
+def verify_findings(verdict: dict[str, Any] | None) -> list[Finding]:
     """A run no failure explains, but that verify.sh fails: each failed check is evidence."""
     if verdict is None or verdict.get("passed", False):
         return []
@@ -120,7 +121,7 @@ def verify_findings(verdict: dict | None) -> list[Finding]:
     )]
 
 
-def _text(out: TextIO, root: str, spec: str, findings: list[Finding], verdict: dict | None) -> None:
+def _text(out: TextIO, root: str, spec: str, findings: list[Finding], verdict: dict[str, Any] | None) -> None:
     out.write(f"doctor: {root} (spec {spec})\n")
     if not findings:
         checks = verdict.get("checks", []) if verdict else []

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ..megatron.parallel import ORDER
 from ..megatron.runfiles import CHECKPOINT_DIR, EXIT_RECORD, RUNTIME_RECORD, TRAIN_LOG
 from ..plan.types import Plan
 
 
-def explain_data(plan: Plan) -> dict:
+def explain_data(plan: Plan) -> dict[str, Any]:
     """The plan's derived values as a JSON-ready dict with a stable key order."""
     par = plan.parallel
     launch = plan.launch
@@ -48,7 +49,7 @@ def explain_data(plan: Plan) -> dict:
     }
 
 
-def _timing_data(plan: Plan) -> dict:
+def _timing_data(plan: Plan) -> dict[str, Any]:
     """The step-time model's figures and terms (megatron/timing.py)."""
     pre = plan.pretrain
     if pre is None:
@@ -69,11 +70,11 @@ def _timing_data(plan: Plan) -> dict:
     }}
 
 
-def _pretrain_data(plan: Plan) -> dict:
+def _pretrain_data(plan: Plan) -> dict[str, Any]:
     pre = plan.pretrain
     if pre is None:
         return {}
-    out: dict = {"train_iters": pre.train_iters, "num_microbatches": pre.num_microbatches,
+    out: dict[str, Any] = {"train_iters": pre.train_iters, "num_microbatches": pre.num_microbatches,
                  "virtual_pipeline_parallel": pre.virtual_pipeline}
     est = pre.estimate
     if est is None:
@@ -122,7 +123,7 @@ def explain_text(plan: Plan) -> str:
     return "\n".join(lines) + "\n"
 
 
-def explain_json(plans: list[Plan], diagnostics: list[dict]) -> str:
+def explain_json(plans: list[Plan], diagnostics: list[dict[str, Any]]) -> str:
     """One JSON document of one shape, whatever was found: {"specs": [...], "diagnostics": [...]}."""
     document = {"specs": [explain_data(p) for p in plans], "diagnostics": diagnostics}
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"

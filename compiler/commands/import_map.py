@@ -41,7 +41,7 @@ SEED_BASE = {
 
 @dataclass
 class ImportResult:
-    data: dict
+    data: dict[str, Any]
     report: list[str]
     recorded: Recorded
 
@@ -97,7 +97,7 @@ def _launcher_options(tokens: list[str]) -> dict[str, str]:
     return options
 
 
-def _set(data: dict, path: tuple[str, ...], value: Any) -> None:
+def _set(data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     for part in path[:-1]:
         data = data.setdefault(part, {})
     data[path[-1]] = value
@@ -128,7 +128,7 @@ def _convert(kind: str, values: tuple[str, ...]) -> Any:
 def to_spec(recorded: Recorded, name: str) -> ImportResult:
     """Map a recorded launch to spec data and the report of everything not mapped one to one."""
     report: list[str] = []
-    data: dict = {"version": 1, "name": name}
+    data: dict[str, Any] = {"version": 1, "name": name}
     for variable in recorded.unset:
         report.append(f"unset variable {variable}: the script read it and bash expanded it empty; "
                       f"import with --env {variable}=VALUE if the job sets it")
@@ -138,7 +138,7 @@ def to_spec(recorded: Recorded, name: str) -> ImportResult:
     if recorded.calls > 1:
         report.append(f"the launcher ran {recorded.calls} times; imported the first")
     options = _launcher_options(recorded.launcher)
-    resources: dict = {}
+    resources: dict[str, Any] = {}
     for option, target in (("nproc_per_node", "gpus_per_worker"), ("nnodes", "workers")):
         value = options.pop(option, "1")
         if value.isdigit():
@@ -338,7 +338,7 @@ TRAINING_ORDER = ("script", "model", "batch", "train_iters", "train_samples", "o
                   "logging", "eval", "args", "env", "resume")
 
 
-def _ordered(data: dict) -> dict:
+def _ordered(data: dict[str, Any]) -> dict[str, Any]:
     out = {k: data[k] for k in ORDER if k in data}
     if "training" in out:
         t = out["training"]

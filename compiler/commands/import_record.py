@@ -118,7 +118,7 @@ def _tail(text: str, lines: int = 10) -> str:
 
 
 def _run_once(bash: str, script: Path, positional: list[str], cwd: Path, env: dict[str, str],
-              timeout: float) -> subprocess.CompletedProcess:
+              timeout: float) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run([bash, "-u", str(script.resolve()), *positional], cwd=cwd, env=env,
                               capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)

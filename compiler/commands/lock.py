@@ -21,7 +21,7 @@ import argparse
 import os
 import shutil
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import Any, Callable, TextIO
 
 from ..load.lockfile import (
     BaseEntry,
@@ -53,7 +53,7 @@ class LockFailure(RegistryFailure):
 # -- the spec's image section ------------------------------------------------------------------
 
 
-def image_of_spec(path: str | Path) -> dict:
+def image_of_spec(path: str | Path) -> dict[str, Any]:
     """The spec's `image` section (its `extends` bases merged in, defaults filled) as a plain dict,
     validated on its own: a spec with other problems can still be locked."""
     from pydantic_core import ValidationError
@@ -73,7 +73,8 @@ def image_of_spec(path: str | Path) -> dict:
         image = validator.section_validator("image").validate_python(raw)
     except ValidationError as exc:
         raise LockFailure(f"{path}: image section does not validate: {exc.errors()[0]['msg']}") from None
-    return image.model_dump(mode="json")
+    result: dict[str, Any] = image.model_dump(mode="json")
+    return result
 
 
 class _Parser(argparse.ArgumentParser):

@@ -156,5 +156,6 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
         return 1
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
+    assert result.plan is not None  # result.ok: the plan was made
     err.write(f"wrote {target}: world size {result.plan.world_size}, data parallel {result.plan.parallel.data}\n")
     return 0

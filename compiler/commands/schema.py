@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..emit import check_outputs, write_files
 
@@ -15,11 +15,11 @@ from ..schema.models import SPEC_SCHEMA_ID, JobSpec
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
 
-def _with_draft(schema: dict) -> dict:
+def _with_draft(schema: dict[str, Any]) -> dict[str, Any]:
     return {"$schema": DRAFT, **schema}
 
 
-def spec_schema() -> dict:
+def spec_schema() -> dict[str, Any]:
     """The job spec's schema, as editors (yaml-language-server) and jsonschema read it.
 
     A spec may `extends` base specs (composed before the models see it), so the top-level keys are
@@ -51,7 +51,7 @@ def spec_schema() -> dict:
 def _without_required(node: object) -> object:
     """A copy of a schema with every `required` removed and $refs pointed at the Partial* defs."""
     if isinstance(node, dict):
-        out = {}
+        out: dict[str, object] = {}
         for key, value in node.items():
             if key == "required":
                 continue
@@ -65,7 +65,7 @@ def _without_required(node: object) -> object:
     return node
 
 
-def job_schema() -> dict:
+def job_schema() -> dict[str, Any]:
     """The AIStudio job document's schema."""
     return _with_draft(AIStudioJob.model_json_schema(mode="serialization"))
 

@@ -77,7 +77,7 @@ class Candidate(NamedTuple):
         return self.tensor > 1
 
     @property
-    def shape(self) -> tuple:
+    def shape(self) -> tuple[Any, ...]:
         """The parallel layout itself, without the knobs that only decide whether it fits."""
         return (self.workers, self.gpus_per_worker, self.tensor, self.pipeline, self.context, self.virtual_pipeline)
 
@@ -216,7 +216,7 @@ def size_candidate(spec: Any, c: Candidate, gpu: Any) -> Sized | None:
                  None if total is None else total.seconds, None if total is None else total.gpu_hours)
 
 
-def rank_key(s: Sized, by: str) -> tuple:
+def rank_key(s: Sized, by: str) -> tuple[Any, ...]:
     """Time per iteration, or GPU-hours (time × GPUs when train_iters is unknown); ties by the other."""
     gpu_seconds = s.step.seconds * s.candidate.world
     return (s.step.seconds, gpu_seconds) if by == "time" else (gpu_seconds, s.step.seconds)
@@ -233,7 +233,7 @@ def ranked_layouts(path: str, display: str, spec: Any, gpu: Any, max_gpus: int, 
     sized = [s for s in (size_candidate(spec, c, gpu) for c in candidates) if s is not None]
     sized.sort(key=lambda s: rank_key(s, by))
     chosen: list[Sized] = []
-    seen: set[tuple] = set()
+    seen: set[tuple[Any, ...]] = set()
     for s in sized:
         if s.candidate.shape in seen:
             continue
@@ -261,7 +261,7 @@ def _overrides(c: Candidate, spec: Any, gpu: Any) -> tuple[str, ...]:
 # ---------------------------------------------------------------------------- output
 
 
-def _row(rank: int, s: Sized, overrides: tuple[str, ...]) -> dict:
+def _row(rank: int, s: Sized, overrides: tuple[str, ...]) -> dict[str, Any]:
     c = s.candidate
     return {
         "rank": rank, "gpus": c.world, "workers": c.workers, "gpus_per_worker": c.gpus_per_worker,
@@ -277,7 +277,7 @@ def _row(rank: int, s: Sized, overrides: tuple[str, ...]) -> dict:
     }
 
 
-def _text(rows: list[dict], header: str, explain: list[Sized] | None, out: TextIO) -> None:
+def _text(rows: list[dict[str, Any]], header: str, explain: list[Sized] | None, out: TextIO) -> None:
     out.write(header + "\n")
     out.write(f"{'#':>3} {'GPUs':>4} {'wk':>3} {'TP':>2} {'PP':>2} {'CP':>2} {'DP':>3} {'VPP':>3} {'mb':>2} "
               f"{'recompute':<9} {'peak GB':>7} {'step ms':>8} {'tokens/s':>10} {'train h':>8} {'GPU-h':>8}\n")

@@ -62,7 +62,7 @@ def _load_cached(path: str, display: str) -> tuple[SourceDoc | None, list[Diagno
     return doc, diags
 
 
-def _has(data: Any, path: tuple) -> bool:
+def _has(data: Any, path: tuple[str | int, ...]) -> bool:
     for part in path:
         if isinstance(data, dict) and part in data:
             data = data[part]
@@ -73,7 +73,7 @@ def _has(data: Any, path: tuple) -> bool:
     return True
 
 
-def _paths(data: Any, prefix: tuple = ()) -> typing.Iterator[tuple]:
+def _paths(data: Any, prefix: tuple[str | int, ...] = ()) -> typing.Iterator[tuple[str | int, ...]]:
     yield prefix
     if isinstance(data, dict):
         for key, value in data.items():
@@ -107,7 +107,7 @@ def _merge_docs(base: SourceDoc, top: SourceDoc) -> SourceDoc:
     return SourceDoc(file=top.file, text=top.text, data=data, values=values, keys=keys, spellings=spellings)
 
 
-def _error_at(doc: SourceDoc, path: tuple, code: str, message: str, hint: str | None = None) -> Diagnostic:
+def _error_at(doc: SourceDoc, path: tuple[str | int, ...], code: str, message: str, hint: str | None = None) -> Diagnostic:
     loc = doc.value_location(path)
     where: dict[str, Any] = {"file": doc.file}
     if loc is not None:
@@ -178,12 +178,12 @@ def _resolve(path: str, display: str, stack: tuple[str, ...], out: Composed) -> 
     return own if merged is None else _merge_docs(merged, own)
 
 
-def _no_strings(path: tuple) -> bool:
+def _no_strings(path: tuple[str | int, ...]) -> bool:
     return False
 
 
 def apply_override(doc: SourceDoc, override: Override,
-                   expects_string: Callable[[tuple], bool] = _no_strings) -> tuple[SourceDoc | None, list[Diagnostic]]:
+                   expects_string: Callable[[tuple[str | int, ...]], bool] = _no_strings) -> tuple[SourceDoc | None, list[Diagnostic]]:
     """Set one dotted key to a value typed like the spec (`expects_string(path)`: the field takes a
     string, so a commit of 40 digits or a tag like 3.10 stays text); errors name the --set."""
     key, sep, text = override.raw.partition("=")
@@ -220,14 +220,14 @@ def apply_override(doc: SourceDoc, override: Override,
     return SourceDoc(file=doc.file, text=doc.text, data=data, values=values, keys=keys, spellings=spellings), []
 
 
-def _nest(parts: tuple, value: Any) -> dict:
+def _nest(parts: tuple[str | int, ...], value: Any) -> dict[str | int, Any]:
     for part in reversed(parts[1:]):
         value = {part: value}
     return {parts[0]: value}
 
 
 def compose(path: str, display: str, overrides: tuple[Override, ...] = (),
-            expects_string: Callable[[tuple], bool] = _no_strings) -> Composed:
+            expects_string: Callable[[tuple[str | int, ...]], bool] = _no_strings) -> Composed:
     """Load a spec with its bases and overrides into one SourceDoc, or the diagnostics why not."""
     out = Composed(doc=None)
     doc = _resolve(path, display, (os.path.realpath(path),), out)

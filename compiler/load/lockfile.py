@@ -233,7 +233,8 @@ def _string(path: str, node: yaml.Node, key: str) -> str:
         raise _fail(path, node, f"{key} must be a non-empty string")
     if _CONTROL.search(node.value):
         raise _fail(path, node, f"{key} contains a control character")
-    return node.value
+    result: str = node.value
+    return result
 
 
 def _check_value(path: str, node: yaml.Node, key: str, value: str) -> None:

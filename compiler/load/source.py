@@ -16,7 +16,7 @@ import yaml
 from ..diagnostics import Diagnostic, Span, make_error
 
 try:  # the C parser is several times faster and gives the same marks
-    _Base: type = yaml.CSafeLoader  # type: ignore[attr-defined]
+    _Base: type = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - depends on how PyYAML was built
     _Base = yaml.SafeLoader
 
@@ -24,11 +24,12 @@ _RESOLVER = yaml.resolver.Resolver()
 
 
 @lru_cache(maxsize=4096)
-def _resolve(kind: type, value: str, implicit: tuple) -> str:
-    return _RESOLVER.resolve(kind, value, implicit)
+def _resolve(kind: type, value: str, implicit: tuple[bool, bool]) -> str:
+    resolved: str = _RESOLVER.resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+    return resolved
 
 
-class _Loader(_Base):  # type: ignore[valid-type,misc]
+class _Loader(_Base):  # type: ignore[misc]
     """The safe loader, with the tag of each scalar memoised: resolving it is the slowest part of
     composing a small spec, and the same scalars recur across specs (a resolver without path
     resolvers is a pure function of its arguments)."""
@@ -36,9 +37,10 @@ class _Loader(_Base):  # type: ignore[valid-type,misc]
     def resolve(self, kind: type, value: Any, implicit: Any) -> str:
         if kind is yaml.ScalarNode and isinstance(value, str):
             return _resolve(kind, value, tuple(implicit))
-        return super().resolve(kind, value, implicit)
+        resolved: str = super().resolve(kind, value, implicit)
+        return resolved
 
-KeyPath = tuple  # tuple[str | int, ...]
+KeyPath = tuple[str | int, ...]
 
 # A small spec has a few hundred nodes; this bounds what anchors and aliases can expand into.
 MAX_NODES = 20_000
@@ -76,10 +78,10 @@ class SourceDoc(NamedTuple):
 
     file: str
     text: str
-    data: dict
-    values: dict  # KeyPath -> Location of the value
-    keys: dict  # KeyPath -> Location of the key that names it
-    spellings: dict  # KeyPath -> ScalarSpelling for plain scalars that are not strings
+    data: dict[str, Any]
+    values: dict[KeyPath, Location]  # KeyPath -> Location of the value
+    keys: dict[KeyPath, Location]  # KeyPath -> Location of the key that names it
+    spellings: dict[KeyPath, ScalarSpelling]  # KeyPath -> ScalarSpelling for plain scalars that are not strings
 
     def value_location(self, path: KeyPath) -> Location | None:
         """The location of the value at `path`, or of its nearest ancestor that has one."""
@@ -126,9 +128,9 @@ class _Builder:
         self.file = file
         self.text = text
         self.lengths = _line_lengths(text)
-        self.values: dict = {}
-        self.keys: dict = {}
-        self.spellings: dict = {}
+        self.values: dict[KeyPath, Location] = {}
+        self.keys: dict[KeyPath, Location] = {}
+        self.spellings: dict[KeyPath, ScalarSpelling] = {}
         self.diags: list[Diagnostic] = []
         self.nodes = 0
 
@@ -174,7 +176,7 @@ class _Builder:
         assert isinstance(node, yaml.MappingNode)
         if node.tag != _MAP:
             self.error("yaml-tag", f"unsupported YAML tag {_short_tag(node.tag)!r}", node, path, hint="remove the tag")
-        result: dict = {}
+        result: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             if key_node.tag == _MERGE:
                 self.error(
@@ -210,6 +212,7 @@ class _Builder:
             return node.value
         if tag == _NULL:
             return None
+        value: Any
         try:
             if tag == _BOOL:
                 value = _constructor.construct_yaml_bool(node)

@@ -211,7 +211,8 @@ def _passes(row: Row, section: Any, value: Any) -> bool:
     if row.when == NOT_DEFAULT:
         return value != row.default or row.path[-1] in section.model_fields_set
     if row.when == EQUALS:
-        return value == row.kind.partition(":")[2]
+        result: bool = value == row.kind.partition(":")[2]
+        return result
     raise ValueError(f"unknown condition {row.when!r}")
 
 

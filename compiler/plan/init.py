@@ -44,7 +44,7 @@ def init_steps(spec: Any, plan: InitPlan | None, image: str, mount: str) -> tupl
     documents = spec.platform == "aistudio"
 
     def step(kind: str, gpus: int) -> Step:
-        artifacts = (Artifact(f"{kind}.sh", f"{kind}.sh.j2"),)
+        artifacts: tuple[Artifact, ...] = (Artifact(f"{kind}.sh", f"{kind}.sh.j2"),)
         if documents:
             artifacts += (Artifact(f"job-{kind}.json", None, embeds=f"{kind}.sh"),)
         return Step(kind=kind, artifacts=artifacts, init=plan, job=_job(spec, image, mount, kind, gpus) if documents

@@ -88,9 +88,9 @@ def verify_plan(spec: Any, layout: ParallelLayout, groups: RankLayout, pretrain:
                                      f"first loss below {RANDOM_START_FRACTION} x ln(vocab {vocab}) (no random start)",
                                      last, limit))
         for prefix in prepared:
-            for key, value in tokenizer_record(spec.training.data.tokenizer):
+            for key, wanted in tokenizer_record(spec.training.data.tokenizer):
                 checks.append(_check("check_value", f"prepared {prefix.stem}_{prefix.key} {key} (the training tokenizer)",
-                                     prefix.prefix + MANIFEST_SUFFIX, key, value))
+                                     prefix.prefix + MANIFEST_SUFFIX, key, wanted))
         checks.append(_check("check_content", "latest checkpointed iteration",
                              _in_run_root(ckpt + LATEST_CHECKPOINT), pretrain.train_iters))
         ckpt += checkpoint_iteration_dir(pretrain.train_iters) + "/"

@@ -8,7 +8,7 @@ dicts so that pydantic's model machinery stays off the compile path.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 PLATFORM = "aistudio"
 
@@ -28,7 +28,7 @@ RESERVED_ENV = frozenset({
 })
 
 JOB_SCHEMA_ID = "aistudio-job.schema.json"
-JOB_DOCUMENT_VERSION = 1
+JOB_DOCUMENT_VERSION: Final = 1
 GENERATED_NOTICE = "Generated file: do not edit; change the spec and regenerate."
 JOB_FILE = "job.json"
 
@@ -51,7 +51,7 @@ class AIStudioJob(NamedTuple):
         return "pytorch_ddp" if self.workers > 1 else "single"
 
 
-def job_document(job: AIStudioJob, generated_by: dict[str, Any], launch_text: str) -> dict:
+def job_document(job: AIStudioJob, generated_by: dict[str, Any], launch_text: str) -> dict[str, Any]:
     """The AIStudio job document for a job, the header fields and its rendered launch command."""
     return {
         "document_version": JOB_DOCUMENT_VERSION,

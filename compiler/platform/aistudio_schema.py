@@ -12,7 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .aistudio import GENERATED_NOTICE, JOB_DOCUMENT_VERSION, JOB_SCHEMA_ID
+from .aistudio import GENERATED_NOTICE, JOB_DOCUMENT_VERSION
+from .aistudio import JOB_SCHEMA_ID as JOB_SCHEMA_ID  # re-exported: commands/schema.py reads it here
 
 
 class GeneratedBy(BaseModel):

@@ -92,7 +92,8 @@ def _skopeo_message(stderr: str) -> str:
     end = body.rfind('"')
     body = body[:end] if end >= 0 else body
     try:
-        return json.loads(f'"{body}"')
+        result: str = json.loads(f'"{body}"')
+        return result
     except json.JSONDecodeError:
         return body.replace('\\"', '"')
 
@@ -150,7 +151,7 @@ def _matches(want: Platform, have: Platform) -> bool:
         want.variant is None or want_variant == have.variant)
 
 
-def _json(raw: bytes, name: str) -> dict:
+def _json(raw: bytes, name: str) -> dict[str, Any]:
     try:
         doc = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError):

@@ -10,7 +10,7 @@ import json
 import re
 import shlex
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any, Iterable, cast
 
 import jinja2
 
@@ -83,14 +83,14 @@ def sh_word(word: Word) -> Safe:
         else:
             _no_control(part, "a shell word")
     if all(isinstance(p, str) for p in parts):
-        return Safe(_quote("".join(parts)))
+        return Safe(_quote("".join(cast("list[str]", parts))))
     start = 1 if parts and isinstance(parts[0], str) and shlex.quote(parts[0]) == parts[0] else 0
-    head = parts[0] if start else ""
+    head = cast(str, parts[0]) if start else ""
     if start == len(parts):
         return Safe(head or "''")
     rest = range(start, len(parts))
-    if all(isinstance(parts[i], Var) or not _DQ_UNSAFE.search(parts[i]) for i in rest):
-        body = "".join(word.reference(i) if isinstance(parts[i], Var) else parts[i] for i in rest)
+    if all(isinstance(parts[i], Var) or not _DQ_UNSAFE.search(cast(str, parts[i])) for i in rest):
+        body = "".join(word.reference(i) if isinstance(parts[i], Var) else cast(str, parts[i]) for i in rest)
         return Safe(head + '"' + body + '"')
     out = [head]
     for i in rest:

@@ -124,7 +124,7 @@ def compiled_sources() -> dict[str, str]:
             for path in sorted(templates_dir().glob("*.j2"))}
 
 
-def to_json(document: dict) -> str:
+def to_json(document: dict[str, Any]) -> str:
     """Stable JSON: the document's key order, two-space indent, UTF-8, one trailing newline.
 
     Byte for byte `json.dumps(document, indent=2, ensure_ascii=False)` (a test holds it to that),

@@ -29,7 +29,7 @@ SPEC_SCHEMA_ID = "megatron-job.schema.json"
 def _format(name: str) -> object:
     """A string type of one of formats.FORMATS: its check, and the pattern in the JSON Schema."""
     fmt = FORMATS[name]
-    schema: dict = {"type": "string", "pattern": fmt.pattern, "description": f"{fmt.title}: {fmt.description}",
+    schema: dict[str, Any] = {"type": "string", "pattern": fmt.pattern, "description": f"{fmt.title}: {fmt.description}",
                     "examples": [fmt.example]}
     return Annotated[str, AfterValidator(CHECKS[name]), WithJsonSchema(schema)]
 
@@ -352,7 +352,7 @@ def key_names(model: type[BaseModel]) -> list[str]:
     return [info.alias or name for name, info in model.model_fields.items()]
 
 
-def annotation_at(path: tuple) -> Any:
+def annotation_at(path: tuple[Any, ...]) -> Any:
     """The type the spec takes at a key path (a model class, str, int, …), or None for no such key."""
     annotation: Any = JobSpec
     for part in path:

@@ -16,6 +16,7 @@ class Record:
     """A validated part of a spec: read-only attributes, filled in by pydantic-core."""
 
     __slots__ = ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
+    __pydantic_fields_set__: set[str]  # a slot pydantic-core fills in (declared for the type checker)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is read-only (a validated spec)")
@@ -30,7 +31,8 @@ class Record:
 
     def model_dump(self, *, mode: str = "python", by_alias: bool = False) -> dict[str, Any]:
         assert serializer_for is not None, "a Record is made only by the validator"
-        return serializer_for(type(self)).to_python(self, mode=mode, by_alias=by_alias)
+        result: dict[str, Any] = serializer_for(type(self)).to_python(self, mode=mode, by_alias=by_alias)
+        return result
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and self.__dict__ == other.__dict__
@@ -40,11 +42,11 @@ class Record:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.__dict__.items())})"
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[Any, ...]:
         return _rebuild, (type(self), dict(self.__dict__), set(self.__pydantic_fields_set__))
 
 
-def _rebuild(cls: type[Record], values: dict, fields_set: set) -> Record:
+def _rebuild(cls: type[Record], values: dict[str, Any], fields_set: set[str]) -> Record:
     record = object.__new__(cls)
     object.__setattr__(record, "__dict__", values)
     object.__setattr__(record, "__pydantic_fields_set__", fields_set)

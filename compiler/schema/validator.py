@@ -24,7 +24,10 @@ import os
 import pickle
 import sys
 from functools import lru_cache
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 from . import record
 from .record import Record
@@ -46,7 +49,7 @@ def transform(schema: Any, resolve: Callable[[Any], Any]) -> Any:
 
     def walk(node: Any) -> Any:
         if isinstance(node, dict):
-            out = {}
+            out: dict[str, Any] = {}
             for key, value in node.items():
                 if key == "metadata":
                     continue
@@ -72,7 +75,7 @@ def _job_spec_schema() -> Any:
     return models.JobSpec.__pydantic_core_schema__
 
 
-def model_classes() -> list[type]:
+def model_classes() -> list[type[BaseModel]]:
     """Every model class of the spec, JobSpec last (the order records.py defines them in)."""
     from pydantic import BaseModel
 
@@ -156,7 +159,7 @@ def _record_class(name: str) -> type[Record]:
 _DYNAMIC: dict[str, type[Record]] = {}
 
 
-def _built() -> dict:
+def _built() -> dict[str, Any]:
     """The schema built from the models now (imports pydantic's model machinery)."""
     from pydantic import BaseModel
 
@@ -165,11 +168,12 @@ def _built() -> dict:
             return _record_class(obj.__name__)
         return obj
 
-    return transform(_job_spec_schema(), resolve)
+    result: dict[str, Any] = transform(_job_spec_schema(), resolve)
+    return result
 
 
 @lru_cache(maxsize=None)
-def schema() -> dict:
+def schema() -> dict[str, Any]:
     """The core schema the compile path validates with: from the cache, else built and cached."""
     import io
 
@@ -207,11 +211,11 @@ def validator() -> Any:
 
 
 @lru_cache(maxsize=None)
-def _record_schemas() -> dict[type, dict]:
+def _record_schemas() -> dict[type, dict[str, Any]]:
     """Each record class -> its model schema (with the definitions it may refer to)."""
     top = schema()
     definitions = top.get("definitions") if top.get("type") == "definitions" else None
-    found: dict[type, dict] = {}
+    found: dict[type, dict[str, Any]] = {}
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):

@@ -28,7 +28,7 @@ def check_prepare_paths(ctx: RuleContext) -> Iterator[Diagnostic]:
         return
     stems: dict[str, int] = {}
     for index, item in enumerate(prepare.inputs):
-        where = HERE + ("inputs", index, "path")
+        where: tuple[str | int, ...] = HERE + ("inputs", index, "path")
         path = normalize_path(item.path)
         if not (is_within(path, mount) or any(is_within(path, r) for r in ctx.facts.read_only_roots)):
             also = "".join(f" or {r}" for r in ctx.facts.read_only_roots)

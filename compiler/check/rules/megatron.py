@@ -55,7 +55,7 @@ def check_megatron_model(ctx: RuleContext) -> Iterator[Diagnostic]:
     if not _model_known(t):
         return
     m, par = t.model, ctx.sections["parallelism"]
-    tp = par.tensor  # type: ignore[attr-defined]
+    tp = par.tensor
     here = ("training", "model")
     # arguments.py:1283 (kv_channels unset): hidden_size % num_attention_heads == 0
     if m.hidden_size % m.num_attention_heads:
@@ -91,7 +91,7 @@ def check_megatron_model(ctx: RuleContext) -> Iterator[Diagnostic]:
             f"at least seq_length ({m.seq_length})", here + ("max_position_embeddings",),
         )
     # arguments.py:1286-1289: seq_length % (2 × CP) == 0 when CP > 1
-    cp = par.context  # type: ignore[attr-defined]
+    cp = par.context
     if cp > 1 and m.seq_length % (2 * cp):
         yield ctx.locate(
             "megatron-seq-cp", f"training.model.seq_length ({m.seq_length}) must be a multiple of 2 × "
@@ -99,7 +99,7 @@ def check_megatron_model(ctx: RuleContext) -> Iterator[Diagnostic]:
             hint="context parallelism splits each sequence into 2 × context chunks",
         )
     # arguments.py:1486-1489: EP > 1 needs experts, and experts % EP == 0
-    ep = par.expert  # type: ignore[attr-defined]
+    ep = par.expert
     if ep > 1 and m.num_experts is None:
         yield ctx.locate(
             "megatron-experts", f"parallelism.expert ({ep}) needs training.model.num_experts",
@@ -122,7 +122,7 @@ def check_megatron_pipeline(ctx: RuleContext) -> Iterator[Diagnostic]:
     t = _pretrain(ctx)
     if not _model_known(t):
         return
-    pp = ctx.sections["parallelism"].pipeline  # type: ignore[attr-defined]
+    pp = ctx.sections["parallelism"].pipeline
     layers = t.model.num_layers
     # arguments.py:976-977 (and :947 with virtual stages): num_layers % PP == 0
     if layers % pp:
@@ -255,7 +255,7 @@ def check_megatron_data(ctx: RuleContext) -> Iterator[Diagnostic]:
 def check_sequence_parallel(ctx: RuleContext) -> Iterator[Diagnostic]:
     t = _pretrain(ctx)
     # arguments.py:1378-1384: sequence parallel with TP=1 is switched off with a warning
-    if t is not None and t.sequence_parallel and ctx.sections["parallelism"].tensor == 1:  # type: ignore[attr-defined]
+    if t is not None and t.sequence_parallel and ctx.sections["parallelism"].tensor == 1:
         yield ctx.locate(
             "megatron-sequence-parallel", "training.sequence_parallel has no effect with parallelism.tensor 1; "
             "Megatron switches it off", ("training", "sequence_parallel"), severity=Severity.WARNING,
@@ -340,7 +340,7 @@ def check_memory(ctx: RuleContext) -> Iterator[Diagnostic]:
 def check_storage_quota(ctx: RuleContext) -> Iterator[Diagnostic]:
     """The run's shared-storage total (checkpoints retained, logs, TensorBoard) against storage.quota_gb."""
     storage, est = ctx.sections["storage"], ctx.facts.estimate
-    quota = storage.quota_gb  # type: ignore[attr-defined]
+    quota = storage.quota_gb
     if quota is None or est is None:
         return
     fraction = est.storage_bytes / (quota * GB)

@@ -54,7 +54,7 @@ def is_credential_env(name: str) -> bool:
     return bool(CREDENTIAL_ENV.search(name))
 
 
-def credential_flags(args: list) -> list[tuple[int, str]]:
+def credential_flags(args: list[str]) -> list[tuple[int, str]]:
     """(index of the value, flag) for each `--flag VALUE` / `--flag=VALUE` in args naming a credential."""
     out: list[tuple[int, str]] = []
     for index, token in enumerate(args):
@@ -74,7 +74,7 @@ def credential_flags(args: list) -> list[tuple[int, str]]:
 def check_image_values(ctx: RuleContext) -> Iterator[Diagnostic]:
     # megatron.root becomes the Dockerfile's ENV PYTHONPATH and regctl's --env PYTHONPATH=…: Docker
     # treats a backslash inconsistently across instructions, and ':' would split PYTHONPATH in two.
-    root = ctx.sections["megatron"].root  # type: ignore[attr-defined]
+    root = ctx.sections["megatron"].root
     bad = sorted({ch for ch in root if ch in "\\:"})
     if bad:
         yield ctx.locate(
@@ -85,7 +85,7 @@ def check_image_values(ctx: RuleContext) -> Iterator[Diagnostic]:
 
 
 def check_reserved_env(ctx: RuleContext) -> Iterator[Diagnostic]:
-    for name in ctx.sections["training"].env:  # type: ignore[attr-defined]
+    for name in ctx.sections["training"].env:
         if name in RESERVED_ENV:
             yield ctx.locate(
                 "reserved-env", f"training.env.{name} is set by the launch command itself", ("training", "env", name),
@@ -93,7 +93,7 @@ def check_reserved_env(ctx: RuleContext) -> Iterator[Diagnostic]:
             )
 
 
-def _strings(value: Any, path: tuple) -> Iterator[tuple[tuple, str, bool]]:
+def _strings(value: Any, path: tuple[str | int, ...]) -> Iterator[tuple[tuple[str | int, ...], str, bool]]:
     """(path, text, is_key) for every string in the raw data, keys included."""
     if isinstance(value, str):
         yield path, value, False
@@ -129,7 +129,7 @@ def _all_text(value: Any, out: list[str]) -> list[str]:
 def check_credentials(ctx: RuleContext) -> Iterator[Diagnostic]:
     # A spec almost never holds a credential: one search over all its text first (every string is
     # in it verbatim, so nothing a string matches is missed), the walk with paths only on a match.
-    found: dict[tuple, Diagnostic] = {}
+    found: dict[tuple[str | int, ...], Diagnostic] = {}
     if _ANY_CREDENTIAL.search("\n".join(_all_text(ctx.doc.data, []))):
         for path, text, is_key in _strings(ctx.doc.data, ()):
             what = credential_shape(text)

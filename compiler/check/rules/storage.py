@@ -11,7 +11,7 @@ from ...platform.aistudio import PLATFORM, READ_ONLY_DATA, RESERVED_MOUNTS
 from ..context import RuleContext
 
 
-def _storage_paths(ctx: RuleContext) -> tuple[str, str, tuple]:
+def _storage_paths(ctx: RuleContext) -> tuple[str, str, tuple[str | int, ...]]:
     """(mount path, run root, key path of the run root) with the run root's default applied."""
     storage: Any = ctx.sections["storage"]
     facts = ctx.facts
@@ -58,7 +58,7 @@ def check_read_only(ctx: RuleContext) -> Iterator[Diagnostic]:
 def check_reserved_mount(ctx: RuleContext) -> Iterator[Diagnostic]:
     if ctx.facts.platform != PLATFORM:  # the reserved mount points are AIStudio's
         return
-    mount = normalize_path(ctx.sections["storage"].mount_path)  # type: ignore[attr-defined]
+    mount = normalize_path(ctx.sections["storage"].mount_path)
     blocked = "/" if mount == "/" else next(
         (r for r in RESERVED_MOUNTS if mount == r or mount.startswith(r + "/")), None)  # both normalised
     if blocked:
@@ -73,7 +73,7 @@ def check_script_in_root(ctx: RuleContext) -> Iterator[Diagnostic]:
     # A relative training.script is resolved under megatron.root; '..' that climb out of it name a
     # file the image's Megatron-LM checkout does not hold (../../pretrain_hybrid.py -> /pretrain_hybrid.py).
     if ctx.facts.script_escapes_root:
-        script = ctx.sections["training"].script  # type: ignore[attr-defined]
+        script = ctx.sections["training"].script
         yield ctx.locate(
             "script-outside-root", f"training.script ({script}) leaves megatron.root ({ctx.facts.megatron_root}): "
             f"it resolves to {ctx.facts.script}", ("training", "script"),
