@@ -16,7 +16,7 @@ from compiler.render.quoting import finalize as _finalize
 from compiler.render.render import environment, templates_dir
 from helpers import REPO, compile_text, resolved_text
 
-TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs"), blacklist_characters="\u2028\u2029"),
+TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs", "Cf"), blacklist_characters="\u2028\u2029"),
                max_size=40)
 
 
