@@ -125,8 +125,35 @@ def _convert(kind: str, values: tuple[str, ...]) -> Any:
 
 
 
+def _refuse_preprocessing(recorded: Recorded) -> None:
+    """Megatron's tools/preprocess_data.py is data preparation, not a training launch: say so, with
+    the spec section that compiles it (prepare.sh) beside the training it feeds."""
+    if posixpath.basename(recorded.script) != "preprocess_data.py":
+        return
+    given = dict(flag_groups(recorded.args))
+    prefix = (given.get("--output-prefix") or ("/mnt/megatron/data/NAME",))[0]
+    inputs = ", ".join(f"{{path: {v}}}" for v in given.get("--input", ("/mnt/megatron/corpus/INPUT.jsonl",)))
+    keys = ", ".join(given.get("--json-keys", ("text",)))
+    tokenizer = {flag.lstrip("-").replace("tokenizer-", "").replace("-file", "_file").replace("-", "_"): v[0]
+                 for flag, v in given.items() if flag in ("--tokenizer-type", "--vocab-file", "--merge-file",
+                                                         "--tokenizer-model") and v}
+    tok = ", ".join(f"{k}: {v}" for k, v in tokenizer.items()) or "type: GPT2BPETokenizer"
+    raise ImportFailed(
+        "this script runs Megatron's tools/preprocess_data.py, the data preparation, not a training launch. "
+        "Give it to the training spec as its preparation step (megatron-compile compiles prepare.sh, its CPU job "
+        "and verify-prepare.sh, and derives --data-path from it):\n"
+        f"  training:\n    data:\n      prepare:\n        inputs: [{inputs}]\n        json_keys: [{keys}]\n"
+        f"        output_dir: {posixpath.dirname(prefix) or prefix}\n"
+        f"        workers: {(given.get('--workers') or ('8',))[0]}\n"
+        f"        append_eod: {'true' if '--append-eod' in given else 'false'}\n"
+        f"      tokenizer: {{{tok}}}\n"
+        "(the prefixes are {output_dir}/{input stem}_{key}_document; the input file's stem replaces "
+        f"{posixpath.basename(prefix)})")
+
+
 def to_spec(recorded: Recorded, name: str) -> ImportResult:
     """Map a recorded launch to spec data and the report of everything not mapped one to one."""
+    _refuse_preprocessing(recorded)
     report: list[str] = []
     data: dict[str, Any] = {"version": 1, "name": name}
     for variable in recorded.unset:
