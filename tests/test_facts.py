@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from compiler.check import facts as facts_module
 from compiler.megatron import memory
 from compiler.pipeline import compile_spec
 from helpers import REPO, compile_text, resolved_text
@@ -16,7 +15,7 @@ def test_one_estimate_per_compile(monkeypatch):
         calls.append(layout)
         return real(spec, layout)
 
-    monkeypatch.setattr(facts_module, "estimate", counting)
+    monkeypatch.setattr(memory, "estimate", counting)
     result = compile_spec(str(REPO / "specs" / "gpt-7b.yaml"), "specs/gpt-7b.yaml")
     assert result.ok and result.plan is not None and result.plan.pretrain.estimate is not None
     assert len(calls) == 1, "the rules and the plan read the facts' estimate; neither computes another"

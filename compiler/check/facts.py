@@ -7,20 +7,21 @@ and the plan both read facts; neither derives them again.
 from __future__ import annotations
 
 import posixpath
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..megatron.data import DATA_DIR, Prefix, prefixes
 from ..megatron.flags import Flag, flags
-from ..megatron.huggingface import HFArchitecture, HFConfigError, hf_model_fields
-from ..megatron.huggingface import derive as derive_architecture
-from ..megatron.memory import Estimate, estimate
 from ..megatron.parallel import ParallelLayout, parallel_layout, world_size
 from ..megatron.pretrain import MODEL_REQUIRED, REQUIRED_SECTIONS, is_bounded_example, is_pretrain
 from ..megatron.runfiles import CHECKPOINTS_DIR, default_run_root
-from ..megatron.timing import StepTime, spec_step_time
 from ..paths import is_within, normalize_path
 from ..platform.aistudio import READ_ONLY_DATA
 from ..schema.record import Overlay
+
+if TYPE_CHECKING:  # the models themselves load only for the specs that need them (docs/performance.md)
+    from ..megatron.huggingface import HFArchitecture
+    from ..megatron.memory import Estimate
+    from ..megatron.timing import StepTime
 
 DEFAULT_MEGATRON_ROOT = "/opt/Megatron-LM"
 PLATFORMS = ("aistudio", "slurm", "kubernetes")
@@ -85,6 +86,9 @@ def script_path(script: str, megatron_root: str) -> str:
 def _init_from(init: Any, config: dict[str, Any] | None, tensor: int) -> tuple[HFArchitecture | None, str | None]:
     if init is None or config is None:
         return None, None
+    from ..megatron.huggingface import HFConfigError
+    from ..megatron.huggingface import derive as derive_architecture
+
     try:
         return derive_architecture(config, tensor_parallel=tensor), None
     except HFConfigError as exc:
@@ -98,6 +102,8 @@ def effective_training(training: Any, hf: HFArchitecture | None, hf_path: str | 
         return training
     changes: dict[str, Any] = {}
     if hf is not None and training.model is not None:
+        from ..megatron.huggingface import hf_model_fields
+
         changes["model"] = Overlay(training.model, **hf_model_fields(hf))
     if training.data is not None:
         tokenizer = Overlay(training.data.tokenizer, type="HuggingFaceTokenizer", model=hf_path, vocab_file=None,
@@ -148,6 +154,10 @@ def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_P
         length = training.train_iters is not None or training.train_samples is not None
         if layout is not None and res is not None and length and \
                 training.batch.global_ % (training.batch.micro * layout.data) == 0:
+            # pretrain_gpt.py specs only: the bounded example never imports the models
+            from ..megatron.memory import estimate
+            from ..megatron.timing import spec_step_time
+
             est = estimate(view, layout)
             if est is not None:
                 step = spec_step_time(view, layout=layout, est=est)

@@ -9,6 +9,12 @@ import re
 from .source import load_text
 
 SPEC_SUFFIXES = (".yaml", ".yml")
+LOCK_SUFFIX = ".lock"
+
+
+def lock_path(spec_path: str | os.PathLike[str]) -> str:
+    """specs/NAME.yaml -> specs/NAME.lock: a spec's lock file lies beside it."""
+    return os.path.splitext(os.fspath(spec_path))[0] + LOCK_SUFFIX
 
 
 def display_path(path: str) -> str:

@@ -34,8 +34,10 @@ from typing import Any, Mapping, NamedTuple
 
 import yaml
 
+from .discover import LOCK_SUFFIX
+from .discover import lock_path as discovered_lock_path
+
 LOCK_VERSION = 1
-LOCK_SUFFIX = ".lock"
 DEFAULT_PLATFORM = "linux/amd64"  # the spec schema's default for image.platform
 
 HEADER = (
@@ -126,9 +128,8 @@ class Problem(NamedTuple):
 
 
 def lock_path(spec_path: str | Path) -> Path:
-    """specs/NAME.yaml -> specs/NAME.lock."""
-    path = Path(spec_path)
-    return path.with_name(path.stem + LOCK_SUFFIX)
+    """specs/NAME.yaml -> specs/NAME.lock (load/discover.py's, as a Path)."""
+    return Path(discovered_lock_path(spec_path))
 
 
 def utc_now(epoch: float | None = None) -> str:

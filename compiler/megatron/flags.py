@@ -11,7 +11,6 @@ from __future__ import annotations
 import keyword
 from typing import Any, Callable, Iterator, NamedTuple
 
-from .huggingface import tokenizer_flags as hf_tokenizer_flags
 from .runfiles import CHECKPOINT_DIR, TENSORBOARD_DIR
 
 # When a row's flag is passed. A field left out is Megatron's own default, so only what a spec
@@ -263,6 +262,8 @@ def flags(spec: Any) -> list[Flag]:
             if entry.flag == "--num-layers":
                 out.extend(_words_to_flags(hf.flags))
             elif entry.flag == "--tokenizer-type":
+                from .huggingface import tokenizer_flags as hf_tokenizer_flags  # init_from specs only
+
                 out.extend(_words_to_flags(hf_tokenizer_flags(spec.hf_path)))
             continue
         if entry.requires is not None and not _lookup(spec, entry.requires)[1]:
@@ -284,6 +285,8 @@ def tokenizer_flags(spec: Any) -> list[Flag]:
     """The tokenizer's flags alone, from the same rows as training's: tools/preprocess_data.py
     reads them with Megatron's own _add_tokenizer_args, so both steps tokenize alike by construction."""
     if getattr(spec, "hf", None) is not None:
+        from .huggingface import tokenizer_flags as hf_tokenizer_flags
+
         return _words_to_flags(hf_tokenizer_flags(spec.hf_path))
     out = []
     for row in ROWS:

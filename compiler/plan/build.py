@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..check.facts import Facts
-from ..load.lockfile import Lock, lock_path
+from ..load.discover import lock_path
 from ..megatron.pretrain import num_microbatches, train_iterations, virtual_pipeline_size, vocab_size
-from ..megatron.huggingface import BRIDGE_REQUIREMENTS
 from ..megatron.runfiles import DATASETS_DIR, NODES_DIR, RUNTIME_PROBE
-from ..megatron.timing import training_time
 from ..platform.aistudio import JOB_FILE, AIStudioJob, PLATFORM
 from ..platform.images import ImagePins, image_pins
 from ..platform.kubernetes import TRAINJOB_FILE, KubeJob
 from ..platform.slurm import BATCH_FILE, SlurmJob
 from ..schema.record import Overlay
+
+if TYPE_CHECKING:
+    from ..load.lockfile import Lock
 from .report import data_rows, report, steps_section, time_section
 from .build_words import flag_words
 from .init import init_plan, init_steps
@@ -125,6 +126,20 @@ def _steps_report(spec: Any, facts: Facts, steps: tuple[Step, ...]) -> tuple[Rep
     return (steps_section(tuple(described), rows),)
 
 
+def _training_time(*args: Any) -> Any:
+    from ..megatron.timing import training_time  # pretrain specs only
+
+    return training_time(*args)
+
+
+def _bridge_install(spec: Any) -> tuple[str, ...]:
+    if spec.init_from is None:
+        return ()
+    from ..megatron.huggingface import BRIDGE_REQUIREMENTS  # init_from specs only
+
+    return ("pip", "install", "--no-cache-dir") + BRIDGE_REQUIREMENTS[spec.init_from.bridge]
+
+
 def pinning(spec: Any, lock: Lock | None, spec_display: str) -> str:
     """How the base image is pinned, for the report."""
     if lock is None:
@@ -150,7 +165,7 @@ def _pretrain_plan(spec: Any, facts: Facts) -> PretrainPlan | None:
         num_microbatches=num_microbatches(t.batch.global_, t.batch.micro, layout.data),
         virtual_pipeline=virtual_pipeline_size(t.model.num_layers, layout.pipeline, t.virtual_pipeline),
         estimate=facts.estimate, step_time=step,
-        training_time=None if step is None else training_time(step, layout.world, t.batch.global_, t.train_iters,
+        training_time=None if step is None else _training_time(step, layout.world, t.batch.global_, t.train_iters,
                                                                 t.train_samples),
     )
 
@@ -224,8 +239,7 @@ def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | Non
         base_login=spec.image.base_login,
         regctl_source=pins.regctl_source,
         installs_bridge=spec.init_from is not None,
-        bridge_install=("pip", "install", "--no-cache-dir")
-        + (BRIDGE_REQUIREMENTS[spec.init_from.bridge] if spec.init_from is not None else ()),
+        bridge_install=_bridge_install(spec),
     )
     megatron = MegatronPlan(
         repo=spec.megatron.repo, source_url=spec.megatron.repo.removesuffix(".git"), commit=spec.megatron.commit,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ...diagnostics import Diagnostic, Severity
-from ...megatron.huggingface import contradictions
 from ...megatron.pretrain import MODEL_REQUIRED, PRETRAIN_SCRIPT
 from ...paths import is_within
 from ..context import RuleContext
@@ -78,6 +77,8 @@ def check_init_contradictions(ctx: RuleContext) -> Iterator[Diagnostic]:
     model = ctx.sections["training"].model
     if hf is None or model is None:
         return
+    from ...megatron.huggingface import contradictions  # init_from specs only
+
     given = {f: getattr(model, f) for f in model.model_fields_set}
     # the spec's own values: the effective model reads the architecture's
     raw = ctx.doc.data.get("training", {}).get("model", {})
