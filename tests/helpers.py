@@ -18,6 +18,21 @@ REPO = Path(__file__).resolve().parent.parent
 SPECS = REPO / "specs"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
+# The start of every stand-in training script run under torchrun (Slurm, the engine targets, the
+# launcher): a gloo process group and one all-reduce whose sum shows every rank took part. Each test
+# appends how its ranks end.
+GLOO_ALL_REDUCE = '''
+import os, sys
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+value = torch.tensor([float(rank)])
+dist.all_reduce(value)
+print(f"rank {rank} of world {world}: all_reduce sum {value.item():.0f}", flush=True)
+'''
+
 
 def compile_text(text: str, name: str = "specs/test.yaml", tmp: Path | None = None):
     """Compile spec text written to a temporary file; returns the CompileResult."""

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers import GLOO_ALL_REDUCE
 from kube_schema import trainer_schemas
 from slurm_cluster import SlurmCluster
 
@@ -186,17 +187,7 @@ def test_sbatch_test_only_refuses_job_sbatch_asking_for_more_than_the_cluster_ha
 
 # --- job.sbatch on the test cluster ----------------------------------------------------------------
 
-TRAIN = '''
-import os, sys
-import torch
-import torch.distributed as dist
-
-dist.init_process_group("gloo")
-rank, world = dist.get_rank(), dist.get_world_size()
-value = torch.tensor([float(rank)])
-dist.all_reduce(value)
-print(f"rank {rank} of world {world}: all_reduce sum {value.item():.0f}", flush=True)
-if os.environ.get("FAIL_RANK") == str(rank):
+TRAIN = GLOO_ALL_REDUCE + '''if os.environ.get("FAIL_RANK") == str(rank):
     print(f"rank {rank} fails on purpose", flush=True)
     sys.exit(3)
 dist.barrier()

@@ -14,19 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers import GLOO_ALL_REDUCE
 from slurm_cluster import SlurmCluster
 
-ALL_REDUCE = '''
-import os, sys
-import torch
-import torch.distributed as dist
-
-dist.init_process_group("gloo")
-rank, world = dist.get_rank(), dist.get_world_size()
-value = torch.tensor([float(rank)])
-dist.all_reduce(value)
-print(f"rank {rank} of world {world}: all_reduce sum {value.item():.0f}", flush=True)
-dist.barrier()
+ALL_REDUCE = GLOO_ALL_REDUCE + '''dist.barrier()
 dist.destroy_process_group()
 if os.environ.get("FAIL_RANK") == str(rank):
     print(f"rank {rank} fails on purpose", flush=True)

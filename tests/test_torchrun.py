@@ -16,21 +16,11 @@ from pathlib import Path
 import pytest
 
 from compiler.pipeline import compile_spec
-from helpers import write_exe
+from helpers import GLOO_ALL_REDUCE, write_exe
 
 pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0, the CPU build)")
 
-TRAIN = '''
-import os, sys
-import torch
-import torch.distributed as dist
-
-dist.init_process_group("gloo")
-rank, world = dist.get_rank(), dist.get_world_size()
-value = torch.tensor([float(rank)])
-dist.all_reduce(value)
-print(f"rank {rank} of world {world}: all_reduce sum {value.item():.0f}", flush=True)
-dist.barrier()
+TRAIN = GLOO_ALL_REDUCE + '''dist.barrier()
 dist.destroy_process_group()
 if os.environ.get("FAIL_RANK") == str(rank):
     print(f"rank {rank} fails on purpose", flush=True)
