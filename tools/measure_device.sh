@@ -53,16 +53,9 @@ pack() {
   cp "$summary" "$OUT/summary.txt"
 }
 
-# What the image provides: the source at megatron.root, MEGATRON_COMMIT and PYTHONPATH set.
-rm -rf /opt/Megatron-LM
-cp -r .megatron /opt/Megatron-LM
-export MEGATRON_COMMIT=571370c829ca768fe37244f4e2e7f28d8accc4ab PYTHONPATH=/opt/Megatron-LM
-mkdir -p /mnt/megatron
-if ! command -v python >/dev/null; then
-  mkdir -p /tmp/shim
-  ln -sf "$(command -v python3)" /tmp/shim/python
-  export PATH="/tmp/shim:$PATH"
-fi
+# What the image provides (the Megatron source, MEGATRON_COMMIT, PYTHONPATH, the mount point).
+# shellcheck source=tools/device_image.sh
+source "$(dirname "${BASH_SOURCE[0]}")/device_image.sh"
 
 say "## machine"
 say "$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader)"
