@@ -16,6 +16,7 @@ from ..megatron.pretrain import MODEL_REQUIRED, REQUIRED_SECTIONS, is_bounded_ex
 from ..megatron.runfiles import CHECKPOINTS_DIR, default_run_root
 from ..paths import is_within, normalize_path
 from ..platform.aistudio import READ_ONLY_DATA
+from ..schema.defaults import MEGATRON_ROOT
 from ..schema.record import Overlay
 
 if TYPE_CHECKING:  # the models themselves load only for the specs that need them (docs/performance.md)
@@ -23,7 +24,6 @@ if TYPE_CHECKING:  # the models themselves load only for the specs that need the
     from ..megatron.memory import Estimate
     from ..megatron.timing import StepTime
 
-DEFAULT_MEGATRON_ROOT = "/opt/Megatron-LM"
 PLATFORMS = ("aistudio", "slurm", "kubernetes")
 DEFAULT_PLATFORM = "aistudio"
 
@@ -131,7 +131,7 @@ def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_P
         mount = normalize_path(storage.mount_path)
         written = storage.run_root
         run_root = normalize_path(written) if written is not None else default_run_root(mount, name or "run")
-    root = normalize_path(megatron.root if megatron is not None else DEFAULT_MEGATRON_ROOT)
+    root = normalize_path(megatron.root if megatron is not None else MEGATRON_ROOT)
     script = None if training is None else script_path(training.script, root)
     escapes = (training is not None and not training.script.startswith("/") and script is not None
                and not is_within(script, root))

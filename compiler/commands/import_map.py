@@ -15,10 +15,12 @@ from typing import Any, Literal, get_args, get_origin
 
 from ..check.rules.safety import credential_flags, credential_shape, is_credential_env
 from ..check.validate import is_number
+from ..megatron import PINNED_COMMIT
 from ..megatron.flags import IMPLIED, UNFUSED_FLAGS, import_table
 from ..platform.aistudio import RESERVED_ENV
+from ..schema.defaults import MEGATRON_REPO, MEGATRON_ROOT
 from ..schema.models import JobSpec
-from .import_record import (MARKER, MEGATRON_ROOT, TOP_DIRECTORIES, TORCHRUN_VALUE_OPTIONS, ImportFailed, Recorded,
+from .import_record import (MARKER, TOP_DIRECTORIES, TORCHRUN_VALUE_OPTIONS, ImportFailed, Recorded,
                             _marker_reason, _show, flag_groups)
 
 MANAGED = {
@@ -33,8 +35,8 @@ FLAG_TABLE: dict[str, tuple[tuple[str, ...], str]] = import_table()
 SEED_BASE = {
     "image": {"base": "nvcr.io/nvidia/pytorch:25.03-py3", "platform": "linux/amd64", "registry": "cr.infini-ai.com",
               "namespace": "te-0123456789abcdef", "repository": "megatron-core", "tag": "0.18.2-cu128"},
-    "megatron": {"repo": "https://github.com/NVIDIA/Megatron-LM.git",
-                 "commit": "571370c829ca768fe37244f4e2e7f28d8accc4ab", "root": "/opt/Megatron-LM"},
+    "megatron": {"repo": MEGATRON_REPO,
+                 "commit": PINNED_COMMIT, "root": MEGATRON_ROOT},
     "storage": {"mount_path": "/mnt/megatron"},
 }
 

@@ -26,6 +26,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..schema.defaults import MEGATRON_ROOT
+
 MARKER = re.compile(r"@(unset|runtime):([A-Za-z0-9_.-]+)@")
 NOOP_COMMANDS = ("mkdir", "rm", "cp", "mv", "ln", "touch", "chmod", "chown", "pip", "pip3", "git", "wget", "curl",
                  "apt-get", "conda", "module", "sleep", "tee", "sudo", "export_env", "scontrol")
@@ -45,7 +47,6 @@ ENTRY_POINTS = ("gpt_builders.py", "hybrid_builders.py", "mamba_builders.py", "m
                 "pretrain_hybrid.py", "pretrain_mamba.py", "pretrain_vlm.py", "setup.py", "train_rl.py")
 TOP_DIRECTORIES = ("docker", "docs", "examples", "images", "megatron", "scripts", "tasks", "tests", "tools")
 RANDOM_SEEDS = (1, 2)
-MEGATRON_ROOT = "/opt/Megatron-LM"  # the spec's default megatron.root
 # Slurm hands the launch to a cluster the import cannot follow: these record that they were called.
 SLURM_COMMANDS = ("srun", "sbatch", "salloc")
 

@@ -15,6 +15,7 @@ from typing import TextIO
 import yaml
 
 from ..diagnostics import sort_diagnostics
+from ..megatron import PINNED_COMMIT
 from ..megatron.parallel import data_parallel_size, world_size
 from ..pipeline import compile_spec
 from .compile import print_diagnostics, refuses_overwrite, relative_to_spec
@@ -50,7 +51,7 @@ def scaffold(name: str, *, workers: int, gpus_per_worker: int, tensor: int, pipe
         "  repository: megatron-core\n"
         "  tag: 0.18.2-cu128\n"
         "megatron:\n"
-        "  commit: 571370c829ca768fe37244f4e2e7f28d8accc4ab   # Megatron Core 0.18.2, pinned\n"
+        f"  commit: {PINNED_COMMIT}   # Megatron Core 0.18.2, pinned\n"
         "storage:\n"
         "  mount_path: /mnt/megatron       # writable shared storage; the run root goes below it\n"
     )

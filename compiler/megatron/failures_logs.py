@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from ..schema.defaults import MEGATRON_ROOT
+
 # --- inputs ------------------------------------------------------------------------------------
 
 
@@ -50,7 +52,7 @@ class Facts:
     pipeline: int = 1
     context: int = 1
     megatron_commit: str = ""
-    megatron_root: str = "/opt/Megatron-LM"
+    megatron_root: str = MEGATRON_ROOT
     image: str = ""  # the image reference the job runs
     is_pretrain: bool = False
     train_iters: int | None = None

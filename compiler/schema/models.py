@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
+from .defaults import MEGATRON_REPO, MEGATRON_ROOT
 from .formats import CHECKS, FORMATS, no_control
 
 SPEC_SCHEMA_ID = "megatron-job.schema.json"
@@ -79,9 +80,9 @@ class Image(_Section):
 class Megatron(_Section):
     """The Megatron-LM source baked into the image, pinned to one commit."""
 
-    repo: GitUrl = "https://github.com/NVIDIA/Megatron-LM.git"  # type: ignore[valid-type]
+    repo: GitUrl = MEGATRON_REPO  # type: ignore[valid-type]
     commit: Commit  # type: ignore[valid-type]
-    root: AbsolutePath = "/opt/Megatron-LM"  # type: ignore[valid-type]
+    root: AbsolutePath = MEGATRON_ROOT  # type: ignore[valid-type]
 
 
 class Resources(_Section):

@@ -5,13 +5,11 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ...diagnostics import Diagnostic, Severity
+from ...megatron import BRIDGE_MEGATRON
 from ...megatron.pretrain import MODEL_REQUIRED, PRETRAIN_SCRIPT
 from ...paths import is_within
 from ..context import RuleContext
 
-# The Megatron-LM commit each Bridge release pairs with: Bridge v0.5.1's 3rdparty/Megatron-LM
-# submodule is the parent of this commit (Megatron Core 0.18); v0.6 moves to Core 0.19.
-BRIDGE_MEGATRON = {"0.5.1": "571370c829ca768fe37244f4e2e7f28d8accc4ab"}
 HERE = ("init_from",)
 
 
