@@ -15,10 +15,9 @@ from typing import Any, Literal, get_args, get_origin
 
 from ..check.rules.safety import credential_flags, credential_shape, is_credential_env
 from ..check.validate import is_number
-from ..megatron import PINNED_COMMIT
 from ..megatron.flags import IMPLIED, UNFUSED_FLAGS, import_table
 from ..platform.aistudio import RESERVED_ENV
-from ..schema.defaults import MEGATRON_REPO, MEGATRON_ROOT
+from ..schema.defaults import MEGATRON_ROOT
 from ..schema.models import JobSpec
 from .import_record import (MARKER, TOP_DIRECTORIES, TORCHRUN_VALUE_OPTIONS, ImportFailed, Recorded,
                             _marker_reason, _show, flag_groups)
@@ -32,13 +31,6 @@ MANAGED = {
 # flag -> (spec path, type), from the one flag table; types: int, float, str, switch, const:<value>.
 FLAG_TABLE: dict[str, tuple[tuple[str, ...], str]] = import_table()
 
-SEED_BASE = {
-    "image": {"base": "nvcr.io/nvidia/pytorch:25.03-py3", "platform": "linux/amd64", "registry": "cr.infini-ai.com",
-              "namespace": "te-0123456789abcdef", "repository": "megatron-core", "tag": "0.18.2-cu128"},
-    "megatron": {"repo": MEGATRON_REPO,
-                 "commit": PINNED_COMMIT, "root": MEGATRON_ROOT},
-    "storage": {"mount_path": "/mnt/megatron"},
-}
 
 
 @dataclass

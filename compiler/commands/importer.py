@@ -16,7 +16,8 @@ import yaml
 
 from ..load.discover import recorded_path
 from .compile import check_written, refuses_overwrite, relative_to_spec
-from .import_map import SEED_BASE, ImportResult, _ordered, to_spec
+from .import_map import ImportResult, _ordered, to_spec
+from .seed import SEED_BASE
 from .import_record import ImportFailed, Recorded, flag_groups, record_script
 
 __all__ = ["ImportFailed", "ImportResult", "Recorded", "flag_groups", "import_script", "main", "record_script",

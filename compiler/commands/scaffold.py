@@ -15,10 +15,10 @@ from typing import TextIO
 import yaml
 
 from ..diagnostics import sort_diagnostics
-from ..megatron import PINNED_COMMIT
 from ..megatron.parallel import data_parallel_size, world_size
 from ..pipeline import compile_spec
 from .compile import print_diagnostics, refuses_overwrite, relative_to_spec
+from .seed import SEED_BASE
 
 SCHEMA_LINE = "# yaml-language-server: $schema=../schemas/megatron-job.schema.json"
 
@@ -40,20 +40,21 @@ def scaffold(name: str, *, workers: int, gpus_per_worker: int, tensor: int, pipe
     seq = 1024 * context  # a multiple of 2 × context parallel
     micro = 1
     global_batch = micro * data_parallel * 8
+    image = SEED_BASE["image"]
     shared = (
         f"extends: {_y(extends)}            # the image, the Megatron commit and the storage\n"
         if extends is not None else
         "version: 1\n"
         "image:                            # the image the job runs, built by buildx.sh or regctl.sh\n"
-        "  base: nvcr.io/nvidia/pytorch:25.03-py3\n"
-        "  registry: cr.infini-ai.com      # your availability zone's registry\n"
-        "  namespace: te-0123456789abcdef  # your tenant ID\n"
-        "  repository: megatron-core\n"
-        "  tag: 0.18.2-cu128\n"
+        f"  base: {image['base']}\n"
+        f"  registry: {image['registry']:<22}# your availability zone's registry\n"
+        f"  namespace: {image['namespace']:<21}# your tenant ID\n"
+        f"  repository: {image['repository']}\n"
+        f"  tag: {image['tag']}\n"
         "megatron:\n"
-        f"  commit: {PINNED_COMMIT}   # Megatron Core 0.18.2, pinned\n"
+        f"  commit: {SEED_BASE['megatron']['commit']}   # Megatron Core 0.18.2, pinned\n"
         "storage:\n"
-        "  mount_path: /mnt/megatron       # writable shared storage; the run root goes below it\n"
+        f"  mount_path: {SEED_BASE['storage']['mount_path']:<20}# writable shared storage; the run root goes below it\n"
     )
     return (
         f"{SCHEMA_LINE}\n"
