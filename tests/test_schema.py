@@ -23,7 +23,7 @@ from compiler.platform.aistudio import job_document
 from compiler.platform.aistudio_schema import AIStudioJob, GeneratedBy
 from compiler.schema import generate, models
 from compiler.schema import validator as coreschema
-from compiler.pipeline import compile_spec
+from compiler.stages import compile_spec
 from helpers import REPO
 
 def _data(path: Path):
@@ -131,36 +131,70 @@ def test_job_json_has_the_aistudio_models_fields_in_order():
 
 PROBE = """
 import sys
+if sys.argv[3] == "other":  # a committed schema built under another pydantic, or stale
+    from compiler.schema import validator_schema
+    validator_schema.KEY = "built under another pydantic"
 from compiler.cli import main
 code = main(["-q", sys.argv[1], "-o", sys.argv[2]])
 print(json.dumps({"code": code, "pydantic": "pydantic.main" in sys.modules, "models": "compiler.schema.models" in sys.modules}))
 """
 
 
-def _cold_compile(tmp_path: Path, cache: Path) -> dict:
+def _cold_compile(tmp_path: Path, cache: Path, pydantic: str = "committed") -> dict:
     env = {**os.environ, "XDG_CACHE_HOME": str(cache), "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-c", "import json\n" + PROBE, str(REPO / "specs" / "tp2.yaml"),
-                           str(tmp_path / "out")], capture_output=True, text=True, env=env, cwd=tmp_path)
+                           str(tmp_path / "out"), pydantic], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.splitlines()[-1])
 
 
-def test_a_warm_compile_imports_no_pydantic_model_machinery(tmp_path):
+def _committed_applies() -> bool:
+    import pydantic_core
+
+    from compiler.schema import validator_schema
+
+    return (validator_schema.PYDANTIC_CORE, validator_schema.PYDANTIC) == (pydantic_core.__version__,
+                                                                           __import__("pydantic").VERSION)
+
+
+def test_the_committed_schema_is_the_one_built_from_the_models():
+    """Under the pydantic it was built with, validator_schema.py is exactly what the generator
+    writes now: a model, format or validator change without regenerating fails here."""
+    from compiler.schema import validator_schema
+
+    if _committed_applies():
+        assert (REPO / "compiler" / "schema" / "validator_schema.py").read_text() == generate.generate_schema(), (
+            "compiler/schema/validator_schema.py is stale: run `python -m compiler.schema.generate`")
+        assert coreschema._committed(coreschema.schema_key()) is not None
+    else:  # another pydantic is installed: the committed schema must not be used, the built one is
+        assert validator_schema.KEY != coreschema.schema_key()
+        assert coreschema._committed(coreschema.schema_key()) is None
+
+
+def test_a_first_compile_on_an_empty_cache_imports_no_pydantic_model_machinery(tmp_path):
     cache = tmp_path / "cache"
+    expected_pydantic = not _committed_applies()
     first = _cold_compile(tmp_path, cache)
+    assert first == {"code": 0, "pydantic": expected_pydantic, "models": expected_pydantic}
+    assert not expected_pydantic or len(list((cache / "megatron-compile" / "validator").glob("*.pickle"))) == 1
+
+
+def test_under_another_pydantic_the_schema_is_built_once_then_cached(tmp_path):
+    cache = tmp_path / "cache"
+    first = _cold_compile(tmp_path, cache, "other")
     assert first == {"code": 0, "pydantic": True, "models": True}  # built from the models, then cached
     assert len(list((cache / "megatron-compile" / "validator").glob("*.pickle"))) == 1
-    assert _cold_compile(tmp_path, cache) == {"code": 0, "pydantic": False, "models": False}
+    assert _cold_compile(tmp_path, cache, "other") == {"code": 0, "pydantic": False, "models": False}
 
 
 def test_a_damaged_or_foreign_cache_file_is_rebuilt(tmp_path):
     cache = tmp_path / "cache"
-    _cold_compile(tmp_path, cache)
+    _cold_compile(tmp_path, cache, "other")
     (cached,) = (cache / "megatron-compile" / "validator").glob("*.pickle")
     for damage in (b"", b"not a pickle", pickle.dumps(os.system), pickle.dumps({"type": "any"}),
                    pickle.dumps({"type": "any"})[:-3]):
         cached.write_bytes(damage)
-        assert _cold_compile(tmp_path, cache)["code"] == 0
+        assert _cold_compile(tmp_path, cache, "other")["code"] == 0
         assert cached.read_bytes() != damage  # written again
 
 
@@ -175,11 +209,13 @@ def test_no_writable_cache_still_compiles(tmp_path):
     blocked = tmp_path / "not-a-dir"
     blocked.write_text("a file where the cache directory would be")
     assert _cold_compile(tmp_path, blocked)["code"] == 0
+    assert _cold_compile(tmp_path, blocked, "other")["code"] == 0
 
 
 def test_the_cache_key_follows_pydantic_core_and_the_sources(monkeypatch):
     import pydantic_core
 
-    key = coreschema._cache_key()
+    key, cache_key = coreschema.schema_key(), coreschema._cache_key()
     monkeypatch.setattr(pydantic_core, "__version__", pydantic_core.__version__ + ".other")
-    assert coreschema._cache_key() != key
+    assert coreschema.schema_key() != key and coreschema._cache_key() != cache_key
+    assert coreschema._committed(coreschema.schema_key()) is None

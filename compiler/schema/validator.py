@@ -11,10 +11,14 @@ beside it. So the compile path does neither:
   each model class replaced by its Record and a default that pydantic makes by calling a model class
   (`Field(default_factory=Parallelism)`) replaced by `{}` validated through that model's schema:
   the same values, the same errors;
-- that schema depends on the installed pydantic and on models.py, so it is built from the models
-  the first time and kept in the user's cache, keyed by pydantic-core's version and the sources it
-  comes from, like the templates' bytecode; later processes load it (about 1 ms). The cache file is
-  read with an unpickler that resolves nothing but the Records and formats.py's checks.
+- that schema depends on the installed pydantic and on models.py. It is committed, built, in
+  validator_schema.py (`python -m compiler.schema.generate`), with the key it was built under
+  (pydantic's and pydantic-core's versions, and the sources here it comes from): a first compile
+  on a fresh machine imports it like any module. Under another pydantic, or with a source changed
+  and the module not regenerated, the key differs and the module is not used: the schema is then
+  built from the models the first time and kept in the user's cache under the same key and
+  Python's version; later processes load it (about 1 ms). The cache file is read with an
+  unpickler that resolves nothing but the Records and formats.py's checks.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ if TYPE_CHECKING:
 from . import record
 from .record import Record
 
-_SOURCES = ("models.py", "formats.py", "validator.py", "record.py", "records.py")  # what the cached schema is built from
+_SOURCES = ("models.py", "formats.py", "validator.py", "record.py", "records.py", "generate.py")  # what the schema is built from
 
 # The sections the rules see on their own when the whole spec did not validate.
 SECTIONS = ("image", "megatron", "resources", "storage", "parallelism", "training", "init_from", "slurm", "kubernetes")
@@ -87,14 +91,15 @@ def model_classes() -> list[type[BaseModel]]:
     return sorted(found, key=lambda cls: (cls is models.JobSpec, cls.__name__))
 
 
-def _cache_key() -> str:
+def schema_key() -> str:
     """What the schema is built from: pydantic (its version file, read without importing pydantic),
-    pydantic-core, Python, and this package's sources of it."""
+    pydantic-core, and this package's sources of it. The committed schema (validator_schema.py)
+    records the key it was built under."""
     import importlib.util
 
     import pydantic_core
 
-    digest = hashlib.sha256(f"{pydantic_core.__version__} {sys.version}".encode())
+    digest = hashlib.sha256(f"{pydantic_core.__version__}".encode())
     found = importlib.util.find_spec("pydantic")
     origin = found.origin if found is not None and found.origin else None
     here = os.path.dirname(os.path.abspath(__file__))
@@ -107,6 +112,11 @@ def _cache_key() -> str:
         except OSError:
             digest.update(b"unreadable")
     return digest.hexdigest()[:32]
+
+
+def _cache_key() -> str:
+    """The user's cache file's key: the schema's, and Python's (a pickle is of one Python)."""
+    return hashlib.sha256(f"{schema_key()} {sys.version}".encode()).hexdigest()[:32]
 
 
 class _Pickler(pickle.Pickler):
@@ -172,13 +182,28 @@ def _built() -> dict[str, Any]:
     return result
 
 
+def _committed(key: str) -> dict[str, Any] | None:
+    """The schema committed in validator_schema.py, when it was built under this key."""
+    try:
+        from . import validator_schema
+    except ImportError:
+        return None
+    if validator_schema.KEY != key:
+        return None
+    return validator_schema.schema()
+
+
 @lru_cache(maxsize=None)
 def schema() -> dict[str, Any]:
-    """The core schema the compile path validates with: from the cache, else built and cached."""
+    """The core schema the compile path validates with: the committed one when it was built from
+    these sources under this pydantic; else from the user's cache; else built and cached."""
     import io
 
     from .cache import cache_dir, write_atomic
 
+    committed = _committed(schema_key())
+    if committed is not None:
+        return committed
     directory = cache_dir("validator")
     path = None if directory is None else f"{directory}/{_cache_key()}.pickle"
     if path is not None:
