@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=("text", "json", "github"), default="text",
                         help="how diagnostics are printed (json also applies to --explain)")
     parser.add_argument("--werror", action="store_true", help="treat warnings as errors")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="compile every spec, even one whose result is kept from an earlier run with the same "
+                        "inputs (also: MEGATRON_COMPILE_CACHE=off)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only diagnostics and differences")
     parser.add_argument("--version", action="version", version=f"megatron-compile {__version__}")
     return parser

@@ -1,72 +1,27 @@
-"""The one pass: load -> check -> plan -> render, with plain data between the stages; and the batch.
+"""The batch: find the specs, and for each one use its kept result or run the one pass over it
+(stages.py), then act on it (write, check, or keep the plan to explain).
 
-`compile_spec` runs the stages for one spec. `run_batch` does so for many specs and acts on each
-(write, check, or keep the plan to explain): one spec's artifacts are in memory at a time, a large
-batch is spread over the CPUs, and outcomes come back in spec order.
+One spec's artifacts are in memory at a time, a large batch is spread over the CPUs, and outcomes
+come back in spec order. A spec whose inputs are unchanged since a run that kept its result
+(reuse.py) is not compiled again: YAML, the validator and Jinja are then not even imported.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Iterator, NamedTuple
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
 
-from .check.facts import Facts
-from .check.pins import check_pins
-from .check.validate import check
+from . import TOOL, reuse
 from .diagnostics import Diagnostic, Severity, make_error, summary_line
 from .emit import check_outputs, write_outputs
-from .load.attachments import hf_config
-from .load.compose import Override, compose
 from .load.discover import bases_of, display_path, find_specs, recorded_path, repository_root
-from .plan.build import TOOL, build_plan
-from .plan.types import Plan
-from .render.render import render
+from .load.inputs import Recording
+from .load.override import Override
 
-
-class CompileResult(NamedTuple):
-    spec_file: str  # as diagnostics and headers print it
-    diagnostics: list[Diagnostic]
-    spec: Any = None  # the validated spec (schema.records.JobSpec)
-    plan: Plan | None = None
-    files: dict[str, str] | None = None  # artifact name -> text; None on errors or when not rendered
-    bases: tuple[str, ...] = ()  # real paths of the base specs it extends
-    facts: Facts | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.plan is not None
-
-
-def _expects_string(path: tuple[str | int, ...]) -> bool:
-    """Whether the spec field at `path` takes a string (typed --set values). The pydantic models
-    are imported only for a compile with --set."""
-    from .schema.models import annotation_at
-
-    return annotation_at(path) is str
-
-
-def compile_spec(path: str, display: str, *, overrides: tuple[Override, ...] = (), render_files: bool = True,
-                 recorded: str | None = None, regenerate: str | None = None, require_lock: bool = False) -> CompileResult:
-    """Compile one spec file (with its bases and --set overrides); plan and render run only when
-    checking found no errors."""
-    composed = compose(path, display, overrides, _expects_string)
-    bases = tuple(composed.bases)
-    diags = composed.diagnostics
-    if composed.doc is None:
-        return CompileResult(display, diags, bases=bases)
-    config, config_diags = hf_config(composed.doc, path)
-    diags = diags + config_diags
-    checked = check(composed.doc, config)
-    diags = diags + checked.diagnostics
-    if checked.spec is None or any(d.is_error for d in diags):
-        return CompileResult(display, diags, bases=bases, facts=checked.facts)
-    lock, pin_diags = check_pins(composed.doc, checked.spec, path, display, require=require_lock)
-    if pin_diags:
-        return CompileResult(display, diags + pin_diags, bases=bases, facts=checked.facts)
-    plan = build_plan(checked.spec, checked.facts, recorded or display, regenerate, lock)
-    files = render(plan) if render_files else None
-    return CompileResult(display, diags, checked.spec, plan, files, bases, checked.facts)
+if TYPE_CHECKING:
+    from .plan.types import Plan
 
 
 class Options(NamedTuple):
@@ -81,6 +36,7 @@ class Options(NamedTuple):
     require_lock: bool = False  # a spec without a lock is an error (CI)
     werror: bool = False
     quiet: bool = False
+    reuse: bool = True  # use and keep results between runs (reuse.py); --no-cache turns it off
 
 
 class Outcome(NamedTuple):
@@ -117,13 +73,44 @@ def regenerate_command(path: str, options: Options) -> tuple[str, str]:
     return recorded, " ".join(shlex.quote(w) for w in words)
 
 
+class Compiled(NamedTuple):
+    """A spec compiled, or its kept result: what acting on it needs."""
+
+    diagnostics: list[Diagnostic]
+    ok: bool  # compiled without errors
+    files: dict[str, str] | None = None  # artifact name -> text, when rendered
+    plan: Plan | None = None  # never kept: only from the stages
+    spec: Any = None  # the validated spec (schema.records.JobSpec); never kept
+
+
+def _compiled(path: str, display: str, recorded: str, regenerate: str, options: Options,
+              render_files: bool) -> Compiled:
+    """The kept result when its inputs are unchanged, else the stages run (and what they gave
+    kept, when it had no errors)."""
+    entry = None
+    if options.reuse and render_files and reuse.enabled():
+        entry = reuse.key(path, display, recorded, regenerate, [o.raw for o in options.overrides],
+                          options.require_lock)
+        kept = reuse.load(entry)
+        if kept is not None:
+            return Compiled(kept.diagnostics, True, kept.files)
+    from . import stages  # the stages' imports (YAML, the validator, Jinja) only for a spec compiled
+
+    with Recording() as inputs:
+        result = stages.compile_spec(path, display, overrides=options.overrides, render_files=render_files,
+                                     recorded=recorded, regenerate=regenerate, require_lock=options.require_lock)
+    if entry is not None and result.ok and result.files is not None:
+        reuse.store(entry, inputs, result.diagnostics, result.files)
+    return Compiled(result.diagnostics, result.ok, result.files, result.plan, result.spec)
+
+
 def process(path: str, conflict_with: str | None, options: Options) -> Outcome:
     """Compile one spec and act on it; its artifacts are dropped after."""
     display = display_path(path)
     recorded, regenerate = regenerate_command(path, options)
     writes = not (options.check or options.explain or options.print_spec)
-    result = compile_spec(path, display, overrides=options.overrides, render_files=options.check or writes,
-                          recorded=recorded, regenerate=regenerate, require_lock=options.require_lock)
+    # --explain and --print need the plan and the spec, which are not kept: they always compile
+    result = _compiled(path, display, recorded, regenerate, options, options.check or writes)
     diags = result.diagnostics
     if options.werror:
         diags = [d._replace(severity=Severity.ERROR) if d.severity is Severity.WARNING else d for d in diags]
@@ -131,35 +118,32 @@ def process(path: str, conflict_with: str | None, options: Options) -> Outcome:
     directory = os.path.join(options.out_dir, stem)
     if result.ok and conflict_with is not None:
         diags = diags + [make_error(
-            "output-conflict", f"{result.spec_file} and {conflict_with} would both write {directory}",
-            file=result.spec_file, hint="rename one of the specs",
+            "output-conflict", f"{display} and {conflict_with} would both write {directory}",
+            file=display, hint="rename one of the specs",
         )]
     if any(d.is_error for d in diags) or not result.ok:
-        return Outcome(result.spec_file, diags, summary_line(diags, result.spec_file), "", failed=True)
+        return Outcome(display, diags, summary_line(diags, display), "", failed=True)
     kept: dict[str, Any] = {"plan": result.plan if options.explain else None, "spec": result.spec if options.print_spec else None}
-    from pathlib import Path
-
     if options.check:
         assert result.files is not None
-        checked = check_outputs(Path(directory), result.files, spec_file=result.spec_file, regenerate=regenerate)
+        checked = check_outputs(Path(directory), result.files, spec_file=display, regenerate=regenerate)
         diags = diags + checked.diagnostics
-        note = "" if options.quiet or not checked.clean else f"{result.spec_file}: {directory}/ is up to date\n"
-        return Outcome(result.spec_file, diags, summary_line(diags, result.spec_file), note,
+        note = "" if options.quiet or not checked.clean else f"{display}: {directory}/ is up to date\n"
+        return Outcome(display, diags, summary_line(diags, display), note,
                        stale=not checked.clean, diffs="".join(checked.diffs), **kept)
     if not writes:
-        return Outcome(result.spec_file, diags, summary_line(diags, result.spec_file), "", **kept)
+        return Outcome(display, diags, summary_line(diags, display), "", **kept)
     assert result.files is not None
-    emitted = write_outputs(Path(directory), result.files, force=options.force, spec_file=result.spec_file)
+    emitted = write_outputs(Path(directory), result.files, force=options.force, spec_file=display)
     diags = diags + emitted.diagnostics
     note = ""
     if not emitted.diagnostics and not options.quiet:
         if emitted.written or emitted.removed:
-            note = (f"{result.spec_file}: {directory}/ ({len(emitted.written)} written, "
+            note = (f"{display}: {directory}/ ({len(emitted.written)} written, "
                     f"{len(emitted.unchanged)} unchanged, {len(emitted.removed)} removed)\n")
         else:
-            note = f"{result.spec_file}: {directory}/ is up to date ({len(emitted.unchanged)} files)\n"
-    return Outcome(result.spec_file, diags, summary_line(diags, result.spec_file), note,
-                   failed=bool(emitted.diagnostics))
+            note = f"{display}: {directory}/ is up to date ({len(emitted.unchanged)} files)\n"
+    return Outcome(display, diags, summary_line(diags, display), note, failed=bool(emitted.diagnostics))
 
 
 PARALLEL_MIN_SPECS = 32  # below this, starting worker processes costs more than it saves
@@ -183,6 +167,11 @@ def _outcomes(items: list[tuple[str, str | None]], options: Options) -> Iterator
 
     import signal
 
+    # The first spec here: when it must be compiled, the stages are imported before the fork and
+    # shared by every worker; when its result is kept, a worker imports them only if it compiles.
+    path, conflict = items[0]
+    yield process(path, conflict, options)
+    items = items[1:]
     _OPTIONS[:] = [options]
     # workers ignore Ctrl-C: the parent alone handles it, cleans up and reports, without a
     # traceback from every worker

@@ -14,6 +14,18 @@ def pytest_addoption(parser):
                      help="rewrite generated/ and tests/golden/ from the specs instead of comparing")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_cache_directory(tmp_path_factory):
+    """The tests' own $XDG_CACHE_HOME (the validator's schema, kept results): never the user's."""
+    saved = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield
+    if saved is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = saved
+
+
 @pytest.fixture
 def update_golden(request):
     return request.config.getoption("--update-golden")

@@ -7,7 +7,7 @@ import io
 import yaml
 
 from compiler.cli import main
-from compiler.pipeline import compile_spec
+from compiler.stages import compile_spec
 
 
 def _print(*argv: str) -> str:

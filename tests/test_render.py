@@ -39,7 +39,7 @@ def test_generated_torchrun_argv_is_the_plans(in_repo):
         text = (REPO / "generated" / stem / "launch.sh").read_text()
         start = text.index("\ntorchrun \\\n") + 1
         command = text[start:text.index(" 2>&1 | tee", start)]
-        from compiler.pipeline import compile_spec
+        from compiler.stages import compile_spec
 
         plan = compile_spec(str(REPO / "specs" / f"{stem}.yaml"), f"specs/{stem}.yaml").plan
         assert shlex.split(command.replace("\\\n", " ")) == argv_of(plan.launch.torchrun)

@@ -2,7 +2,7 @@
 
 import jinja2
 
-from compiler.pipeline import compile_spec
+from compiler.stages import compile_spec
 from compiler.render import render as render_module
 from compiler.render.render import compiled_sources, environment, templates_dir
 from helpers import REPO

@@ -135,7 +135,7 @@ if sys.argv[3] == "other":  # a committed schema built under another pydantic, o
     from compiler.schema import validator_schema
     validator_schema.KEY = "built under another pydantic"
 from compiler.cli import main
-code = main(["-q", sys.argv[1], "-o", sys.argv[2]])
+code = main(["-q", "--no-cache", sys.argv[1], "-o", sys.argv[2]])
 print(json.dumps({"code": code, "pydantic": "pydantic.main" in sys.modules, "models": "compiler.schema.models" in sys.modules}))
 """
 

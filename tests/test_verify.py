@@ -252,7 +252,7 @@ TWO_WORKERS = FIXTURES / "h200-pretrain-2workers-run"
 
 def _e2e_verify(tmp_path: Path, stem: str) -> Path:
     """tests/e2e/<stem>.yaml's verify.sh, compiled now (.e2e/ is not committed)."""
-    from compiler.pipeline import compile_spec
+    from compiler.stages import compile_spec
 
     result = compile_spec(str(REPO / "tests" / "e2e" / f"{stem}.yaml"), f"tests/e2e/{stem}.yaml")
     assert result.ok, result.diagnostics

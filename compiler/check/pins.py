@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 from ..diagnostics import Diagnostic, Severity, make_error
 from ..load.discover import lock_path
+from ..load.inputs import exists
 from ..load.source import SourceDoc
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ def check_pins(doc: SourceDoc, spec: Any, path: str, display: str, *, require: b
     lock_file = lock_path(path)
     shown = lock_path(display)
     lock = None
-    if os.path.exists(lock_file):  # the lock file's reader loads only for a spec that has one
+    if exists(lock_file):  # the lock file's reader loads only for a spec that has one
         from ..load.lockfile import LockError, read_lock
 
         try:

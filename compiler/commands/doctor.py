@@ -36,7 +36,7 @@ class SpecFacts:
 def spec_facts(path: str, display: str) -> SpecFacts | str:
     """The spec's facts through today's compiler (the one place that knows the compiler's types);
     a message when the spec does not compile."""
-    from ..pipeline import compile_spec
+    from ..stages import compile_spec
 
     result = compile_spec(path, display)
     if not result.ok or result.spec is None or result.plan is None:

@@ -16,7 +16,7 @@ import yaml
 
 from ..diagnostics import sort_diagnostics
 from ..megatron.parallel import data_parallel_size, world_size
-from ..pipeline import compile_spec
+from ..stages import compile_spec
 from .compile import print_diagnostics, refuses_overwrite, relative_to_spec
 from .seed import SEED_BASE
 

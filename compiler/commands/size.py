@@ -17,11 +17,11 @@ import argparse
 import json
 from typing import Any, NamedTuple, TextIO
 
-from ..load.compose import Override
+from ..load.override import Override
 from ..megatron.memory import estimate
 from ..megatron.parallel import data_parallel_size, model_parallel_size, parallel_layout, world_size
 from ..megatron.timing import spec_step_time, training_time
-from ..pipeline import compile_spec
+from ..stages import compile_spec
 from ..schema.record import Overlay as _View
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2

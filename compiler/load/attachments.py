@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from ..diagnostics import Diagnostic, make_error
+from .inputs import read_bytes
 from .source import SourceDoc
 
 CONFIG_PATH = ("init_from", "huggingface", "config")
@@ -31,8 +32,7 @@ def hf_config(doc: SourceDoc, spec_path: str) -> tuple[dict[str, Any] | None, li
     where = _where(doc, CONFIG_PATH)
     hint = "commit the model's config.json beside the spec; the architecture flags derive from it offline"
     try:
-        with open(path, encoding="utf-8") as handle:
-            config = json.load(handle)
+        config = json.loads(read_bytes(path).decode("utf-8"))
     except FileNotFoundError:
         return None, [make_error("init-from-config", f"init_from.huggingface.config: no file {name} beside the spec",
                                  hint=hint, **where)]

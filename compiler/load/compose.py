@@ -16,20 +16,12 @@ from typing import Any, Callable, NamedTuple
 import yaml
 
 from ..diagnostics import Diagnostic, Span, make_error
+from . import inputs
+from .override import Override
 from .source import Location, ScalarSpelling, SourceDoc, load_file
 
 EXTENDS = "extends"
 MAX_DEPTH = 16
-
-
-class Override(NamedTuple):
-    """One `--set KEY=VALUE`, as given on the command line."""
-
-    raw: str
-
-    @property
-    def origin(self) -> str:
-        return f"--set {self.raw}"
 
 
 class Composed:
@@ -43,7 +35,7 @@ class Composed:
         self.bases: list[str] = []  # real paths of every base file used
 
 
-_cache: dict[tuple[str, str], tuple[int, SourceDoc | None, list[Diagnostic]]] = {}
+_cache: dict[tuple[str, str], tuple[int, SourceDoc | None, list[Diagnostic], dict[str, str | None]]] = {}
 
 
 def _load_cached(path: str, display: str) -> tuple[SourceDoc | None, list[Diagnostic]]:
@@ -56,9 +48,12 @@ def _load_cached(path: str, display: str) -> tuple[SourceDoc | None, list[Diagno
         return load_file(path, display)
     hit = _cache.get((real, display))
     if hit is not None and hit[0] == mtime:
+        for input_path, state in hit[3].items():  # read once, but an input of every spec that extends it
+            inputs.note(input_path, state)
         return hit[1], hit[2]
-    doc, diags = load_file(path, display)
-    _cache[(real, display)] = (mtime, doc, diags)
+    with inputs.Recording() as seen:
+        doc, diags = load_file(path, display)
+    _cache[(real, display)] = (mtime, doc, diags, seen)
     return doc, diags
 
 

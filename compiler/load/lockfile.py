@@ -35,6 +35,7 @@ from typing import Any, Mapping, NamedTuple
 import yaml
 
 from .discover import LOCK_SUFFIX
+from .inputs import read_bytes
 from .discover import lock_path as discovered_lock_path
 
 LOCK_VERSION = 1
@@ -184,9 +185,8 @@ def write_lock(lock: Lock, path: str | Path) -> bool:
 
 def read_lock(path: str | Path) -> Lock | None:
     """The lock at `path`, None when there is none; LockError when it cannot be read."""
-    target = Path(path)
     try:
-        data = target.read_bytes()
+        data = read_bytes(str(path))
     except FileNotFoundError:
         return None
     try:

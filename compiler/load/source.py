@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import yaml
 
 from ..diagnostics import Diagnostic, Span, make_error
+from .inputs import read_bytes
 
 try:  # the C parser is several times faster and gives the same marks
     _Base: type = yaml.CSafeLoader
@@ -328,8 +329,7 @@ def load_file(path: str, display: str | None = None) -> tuple[SourceDoc | None, 
     """Read a spec from disk; `display` is the name diagnostics print (defaults to `path`)."""
     file = display or path
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
+        raw = read_bytes(path)
     except OSError as exc:
         return None, [_file_error(file, "file-unreadable", f"cannot read the spec: {exc.strerror or exc}")]
     text, diags = decode(file, raw)

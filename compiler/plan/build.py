@@ -11,7 +11,7 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__
+from .. import TOOL, __version__
 from ..check.facts import Facts
 from ..load.discover import lock_path
 from ..megatron.pretrain import num_microbatches, train_iterations, virtual_pipeline_size, vocab_size
@@ -32,7 +32,6 @@ from .shell import Var, Word
 from .types import Artifact, Header, ImagePlan, LaunchPlan, MegatronPlan, Plan, PretrainPlan, ReportSection, Step
 from .verify import prepare_verify_plan, verify_plan
 
-TOOL = "megatron-compile"
 DEFAULT_MASTER_PORT = 29500
 NGC_REGISTRY = "nvcr.io"  # NVIDIA's registry, where base images may want an API key login
 

@@ -27,6 +27,7 @@ import jinja2
 
 import yaml
 
+from .. import installation
 from ..platform.aistudio import AIStudioJob, job_document
 from ..platform.kubernetes import KubeJob, trainjob_document
 from ..plan.types import Plan
@@ -36,11 +37,7 @@ from .quoting import QUOTING_FILTERS, TemplateSafetyError, finalize
 
 def templates_dir() -> Path:
     """templates/ inside the installed package, or at the top of a source checkout."""
-    package = Path(__file__).resolve().parent.parent
-    for candidate in (package / "templates", package.parent / "templates"):
-        if (candidate / "launch.sh.j2").is_file():
-            return candidate
-    raise FileNotFoundError("megatron-compile's templates/ directory is missing from this installation")
+    return Path(installation.templates_dir())
 
 
 def compiled_module_name(template: str) -> str:

@@ -1,0 +1,65 @@
+"""The one pass over one spec: load -> check -> plan -> render, with plain data between the stages.
+
+Importing this module imports every stage (YAML, the validator, Jinja): the batch (pipeline.py)
+does so only for a spec whose kept result cannot be used (reuse.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .check.facts import Facts
+from .check.pins import check_pins
+from .check.validate import check
+from .diagnostics import Diagnostic
+from .load.attachments import hf_config
+from .load.compose import compose
+from .load.override import Override
+from .plan.build import build_plan
+from .plan.types import Plan
+from .render.render import render
+
+
+class CompileResult(NamedTuple):
+    spec_file: str  # as diagnostics and headers print it
+    diagnostics: list[Diagnostic]
+    spec: Any = None  # the validated spec (schema.records.JobSpec)
+    plan: Plan | None = None
+    files: dict[str, str] | None = None  # artifact name -> text; None on errors or when not rendered
+    bases: tuple[str, ...] = ()  # real paths of the base specs it extends
+    facts: Facts | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.plan is not None
+
+
+def _expects_string(path: tuple[str | int, ...]) -> bool:
+    """Whether the spec field at `path` takes a string (typed --set values). The pydantic models
+    are imported only for a compile with --set."""
+    from .schema.models import annotation_at
+
+    return annotation_at(path) is str
+
+
+def compile_spec(path: str, display: str, *, overrides: tuple[Override, ...] = (), render_files: bool = True,
+                 recorded: str | None = None, regenerate: str | None = None, require_lock: bool = False) -> CompileResult:
+    """Compile one spec file (with its bases and --set overrides); plan and render run only when
+    checking found no errors."""
+    composed = compose(path, display, overrides, _expects_string)
+    bases = tuple(composed.bases)
+    diags = composed.diagnostics
+    if composed.doc is None:
+        return CompileResult(display, diags, bases=bases)
+    config, config_diags = hf_config(composed.doc, path)
+    diags = diags + config_diags
+    checked = check(composed.doc, config)
+    diags = diags + checked.diagnostics
+    if checked.spec is None or any(d.is_error for d in diags):
+        return CompileResult(display, diags, bases=bases, facts=checked.facts)
+    lock, pin_diags = check_pins(composed.doc, checked.spec, path, display, require=require_lock)
+    if pin_diags:
+        return CompileResult(display, diags + pin_diags, bases=bases, facts=checked.facts)
+    plan = build_plan(checked.spec, checked.facts, recorded or display, regenerate, lock)
+    files = render(plan) if render_files else None
+    return CompileResult(display, diags, checked.spec, plan, files, bases, checked.facts)
