@@ -3,27 +3,30 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any, Iterator
 
 from ...diagnostics import Diagnostic, dotted
 from ...platform.aistudio import RESERVED_ENV
 from ..context import RuleContext
 
+# Credentials by their shape: (pattern, re flags, what it is). Compiled only for a string the
+# combined pattern below matched (a spec almost never holds one).
 _CREDENTIALS = (
-    (re.compile(r"nvapi-[A-Za-z0-9_-]{8,}"), "an NGC API key (nvapi-…)"),
-    (re.compile(r"\bBearer\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE), "a bearer token"),
-    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "a private key block"),
-    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"), "a GitHub token"),
-    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"), "a GitHub token"),
-    (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), "an AWS access key id"),
-    (re.compile(r"\bhf_[A-Za-z0-9]{20,}"), "a Hugging Face token (hf_…)"),
-    (re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}"), "an API secret key (sk-…)"),
-    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), "a Slack token (xox…)"),
-    (re.compile(r"://[^/\s:@]+:[^/\s@]+@"), "a password inside a URL"),
+    (r"nvapi-[A-Za-z0-9_-]{8,}", 0, "an NGC API key (nvapi-…)"),
+    (r"\bBearer\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE, "a bearer token"),
+    (r"-----BEGIN [A-Z ]*PRIVATE KEY-----", 0, "a private key block"),
+    (r"\bgh[pousr]_[A-Za-z0-9]{20,}", 0, "a GitHub token"),
+    (r"\bgithub_pat_[A-Za-z0-9_]{20,}", 0, "a GitHub token"),
+    (r"\bAKIA[0-9A-Z]{16}\b", 0, "an AWS access key id"),
+    (r"\bhf_[A-Za-z0-9]{20,}", 0, "a Hugging Face token (hf_…)"),
+    (r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}", 0, "an API secret key (sk-…)"),
+    (r"\bxox[abposr]-[A-Za-z0-9-]{10,}", 0, "a Slack token (xox…)"),
+    (r"://[^/\s:@]+:[^/\s@]+@", 0, "a password inside a URL"),
     # NAME=VALUE inside one string, the name credential-ish: WANDB_API_KEY=<40 hex>, DB_PASSWORD=…
-    (re.compile(r"(?:KEY|TOKEN|SECRET)[\"']?\s*[=:]\s*[\"']?[0-9a-fA-F]{32,}\b", re.IGNORECASE),
+    (r"(?:KEY|TOKEN|SECRET)[\"']?\s*[=:]\s*[\"']?[0-9a-fA-F]{32,}\b", re.IGNORECASE,
      "a hex key assigned to a credential's name"),
-    (re.compile(r"(?:PASSWORD|PASSWD)[\"']?\s*[=:]\s*[\"']?[^\s\"']+", re.IGNORECASE), "a password"),
+    (r"(?:PASSWORD|PASSWD)[\"']?\s*[=:]\s*[\"']?[^\s\"']+", re.IGNORECASE, "a password"),
 )
 
 # Credentials by NAME: an environment variable or a `--flag VALUE` whose name says it holds one.
@@ -46,7 +49,12 @@ def credential_shape(text: str) -> str | None:
     """What a string looks like when it holds a credential by its shape (hf_…, nvapi-…), else None."""
     if not _ANY_CREDENTIAL.search(text):
         return None
-    return next((what for pattern, what in _CREDENTIALS if pattern.search(text)), None)
+    return next((what for pattern, what in _compiled_credentials() if pattern.search(text)), None)
+
+
+@lru_cache(maxsize=1)
+def _compiled_credentials() -> tuple[tuple[re.Pattern[str], str], ...]:
+    return tuple((re.compile(pattern, flags), what) for pattern, flags, what in _CREDENTIALS)
 
 
 def is_credential_env(name: str) -> bool:
@@ -108,7 +116,7 @@ def _strings(value: Any, path: tuple[str | int, ...]) -> Iterator[tuple[tuple[st
 
 
 # One pass over every string first; the patterns one by one only for a string that matched.
-_ANY_CREDENTIAL = re.compile("|".join(f"(?:{p.pattern})" for p, _ in _CREDENTIALS), re.IGNORECASE)
+_ANY_CREDENTIAL = re.compile("|".join(f"(?:{pattern})" for pattern, _, _ in _CREDENTIALS), re.IGNORECASE)
 
 
 def _all_text(value: Any, out: list[str]) -> list[str]:
