@@ -22,6 +22,7 @@ from compiler.load.compose import compose
 from compiler.platform.aistudio import job_document
 from compiler.platform.aistudio_schema import AIStudioJob, GeneratedBy
 from compiler.schema import generate, models
+from compiler.schema.record import to_json
 from compiler.schema import validator as coreschema
 from compiler.stages import compile_spec
 from helpers import REPO
@@ -76,6 +77,9 @@ def test_same_values_fields_and_errors_as_the_models(path):
         return
     record = coreschema.validator().validate_python(data)
     assert record.model_dump(mode="json", by_alias=True) == expected.model_dump(mode="json", by_alias=True)
+    # what the header's spec sha256 is taken of, without pydantic-core's serializer: the same data,
+    # and the same key order
+    assert json.dumps(to_json(record)) == json.dumps(expected.model_dump(mode="json", by_alias=True))
     assert record.model_dump() == expected.model_dump()
     assert _fields_set(record) == _fields_set(expected)
     assert type(record).__name__ == "JobSpec" and type(record.training).__name__ == "Training"

@@ -20,7 +20,7 @@ from ..platform.aistudio import JOB_FILE, AIStudioJob, PLATFORM
 from ..platform.images import ImagePins, image_pins
 from ..platform.kubernetes import TRAINJOB_FILE, KubeJob
 from ..platform.slurm import BATCH_FILE, SlurmJob
-from ..schema.record import Overlay
+from ..schema.record import Overlay, to_json
 
 if TYPE_CHECKING:
     from ..load.lockfile import Lock
@@ -51,7 +51,7 @@ SUMMARY_ARTIFACTS = (Artifact("plan.md", "plan.md.j2"),)
 
 def spec_digest(spec: Any) -> str:
     """sha256 of the resolved spec (defaults applied) as canonical JSON."""
-    canonical = json.dumps(spec.model_dump(mode="json", by_alias=True), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    canonical = json.dumps(to_json(spec), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 

@@ -53,6 +53,9 @@ def generate() -> str:
         if doc:
             out += [f'    """{doc}"""' if '"""' not in doc and "\\" not in doc else f"    {doc!r}", ""]
         out.append("    __slots__ = ()")
+        aliases = {field: info.alias for field, info in cls.model_fields.items() if info.alias}
+        if aliases:
+            out.append(f"    __aliases__ = {aliases!r}  # the keys a spec spells differently")
         out.append("")
         for field, info in cls.model_fields.items():
             out.append(f"    {field}: {_annotation_text(info.annotation)}")

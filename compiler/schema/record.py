@@ -6,7 +6,7 @@ imports them back; the validator installs the serializer `model_dump` uses.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 # Set by validator.py when it is imported (which any validated spec went through): record class -> serializer.
 serializer_for: Callable[[type], Any] | None = None
@@ -17,6 +17,7 @@ class Record:
 
     __slots__ = ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
     __pydantic_fields_set__: set[str]  # a slot pydantic-core fills in (declared for the type checker)
+    __aliases__: ClassVar[dict[str, str]] = {}  # field name -> the key a spec spells (global_ -> global)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is read-only (a validated spec)")
@@ -44,6 +45,22 @@ class Record:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _rebuild, (type(self), dict(self.__dict__), set(self.__pydantic_fields_set__))
+
+
+def to_json(value: Any) -> Any:
+    """A validated spec (or part of it) as JSON data with the keys a spec spells: what
+    `model_dump(mode="json", by_alias=True)` gives (a test holds it to that), without building
+    pydantic-core's serializer for it (which also imports uuid and platform)."""
+    if isinstance(value, Overlay):  # derived values read over a spec are not the spec
+        return to_json(object.__getattribute__(value, "_base"))
+    if isinstance(value, Record):
+        aliases = value.__aliases__
+        return {aliases.get(name, name): to_json(item) for name, item in value.__dict__.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json(item) for item in value]
+    if isinstance(value, dict):
+        return {key: to_json(item) for key, item in value.items()}
+    return value
 
 
 def _rebuild(cls: type[Record], values: dict[str, Any], fields_set: set[str]) -> Record:

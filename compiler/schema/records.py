@@ -11,6 +11,7 @@ from .record import Record
 
 class Batch(Record):
     __slots__ = ()
+    __aliases__ = {'global_': 'global'}  # the keys a spec spells differently
 
     micro: int
     global_: int

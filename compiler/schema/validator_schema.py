@@ -10,7 +10,7 @@ from . import formats, records
 
 PYDANTIC = '2.14.4'
 PYDANTIC_CORE = '2.50.5'
-KEY = '57ab74134c91a9d8aa1384b653a82c45'
+KEY = 'c04efcee2fd97d0aadeb9b88640976fd'
 
 
 def schema() -> dict[str, Any]:
