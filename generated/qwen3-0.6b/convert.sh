@@ -46,6 +46,7 @@ trap 'rm -rf -- "$tmp"' EXIT
 # with the tokenizer. Without Transformer Engine (a test image) the provider takes Bridge's local
 # layer spec.
 cat >"$tmp/convert.py" <<'PY'
+import importlib.util
 import sys
 
 import torch
@@ -57,9 +58,7 @@ def main() -> None:
     hf_dir, out = sys.argv[1], sys.argv[2]
     bridge = AutoBridge.from_hf_pretrained(hf_dir, torch_dtype=torch.bfloat16)
     provider = bridge.to_megatron_provider(load_weights=True)
-    try:
-        import transformer_engine  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("transformer_engine") is None:
         from megatron.bridge.models.gpt_provider import local_layer_spec
 
         provider.transformer_layer_spec = local_layer_spec

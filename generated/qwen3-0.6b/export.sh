@@ -25,6 +25,7 @@ mkdir -p "${EXPORT%/*}"
 tmp=$(mktemp -d "${EXPORT%/*}/.export-XXXXXX")
 trap 'rm -rf -- "$tmp"' EXIT
 cat >"$tmp/export.py" <<'PY'
+import importlib.util
 import os
 import sys
 
@@ -36,15 +37,14 @@ def main() -> None:
     from megatron.bridge.training.checkpointing import _load_model_weights_from_checkpoint
     from megatron.bridge.training.model_load_save import temporary_distributed_context
 
+    hf_dir, ckpt, out = sys.argv[1], sys.argv[2], sys.argv[3]
     iteration = open(os.path.join(ckpt, "latest_checkpointed_iteration.txt")).read().strip()
     iteration_dir = os.path.join(ckpt, "release" if iteration == "release" else f"iter_{int(iteration):07d}")
     if not torch.cuda.is_available():  # Bridge's save reads the CUDA RNG state
         torch.cuda.get_rng_state = torch.get_rng_state
     bridge = AutoBridge.from_hf_pretrained(hf_dir)
     provider = bridge.to_megatron_provider(load_weights=False)
-    try:
-        import transformer_engine  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("transformer_engine") is None:
         from megatron.bridge.models.gpt_provider import local_layer_spec
 
         provider.transformer_layer_spec = local_layer_spec
