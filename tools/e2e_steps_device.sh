@@ -10,7 +10,10 @@
 # Expects .megatron/ (Megatron-LM at the pinned commit) and .bridge/ (Bridge v0.5.1's source and
 # wheels, the tiny model and corpus: docs/bridge.md), never committed. Writes $OUT/summary.txt and
 # $OUT/e2e-steps.tar.gz (logs and records, no weights).
+#
+#   bash tools/e2e_steps_device.sh [PARTS]     PARTS: A, B or AB (the default)
 set -u
+PARTS=${1:-AB}
 OUT=${OUT:-/tmp/e2e-out}
 W=/tmp/e2e-steps
 mkdir -p "$OUT" "$W"
@@ -19,8 +22,10 @@ summary="$OUT/summary.txt"
 T0=$(date +%s)
 say() { printf '[t+%ss] %s\n' "$(($(date +%s) - T0))" "$*" | tee -a "$summary"; }
 pack() {
-  tar -czf "$OUT/e2e-steps.tar.gz" -C / tmp/e2e-steps mnt/megatron/runs mnt/megatron/data \
-    --exclude='*.distcp' --exclude='*.pt' --exclude='*.bin' --exclude='*.idx' --exclude='*.npy' 2>/dev/null
+  # the logs and records only (text under 5 MB): weights, datasets and caches would not come back
+  (cd / && find tmp/e2e-steps mnt/megatron/runs mnt/megatron/data mnt/megatron/exports -type f -size -5M \
+    \( -name '*.log' -o -name '*.txt' -o -name '*.json' -o -name '*.manifest' -o -name exit_status \) \
+    2>/dev/null | tar -czf "$OUT/e2e-steps.tar.gz" -T - 2>/dev/null)
 }
 trap 'pack' EXIT
 
@@ -42,6 +47,7 @@ G=.e2e
 # shellcheck disable=SC2016 # the sed scripts '1p;$p' and '$p' are meant literally
 loss_lines() { grep -o 'iteration *[0-9]*/ *[0-9]* .*lm loss: [0-9.E+-]*' "$1" | sed 's/|.*lm loss:/ lm loss:/' | sed -n "$2"; }
 
+if [[ $PARTS == *A* ]]; then
 say "== A: prepare.sh"
 bash "$G/e2e-prepare/prepare.sh" >"$W/a-prepare-1.log" 2>&1; say "prepare.sh exit $?: $(tail -n 1 "$W/a-prepare-1.log")"
 bash "$G/e2e-prepare/prepare.sh" >"$W/a-prepare-2.log" 2>&1; say "again, exit $?: $(grep -c 'prepared already' "$W/a-prepare-2.log") skipped"
@@ -55,6 +61,9 @@ loss_lines /mnt/megatron/runs/e2e-prepare/train.log '1p;$p' | tee -a "$summary"
 grep -m1 'max allocated' /mnt/megatron/runs/e2e-prepare/train.log | cut -c1-200 >>"$summary"
 bash "$G/e2e-prepare/verify.sh" >"$W/a-verify.txt" 2>&1; say "verify.sh exit $?: $(tail -n 1 "$W/a-verify.txt")"
 
+fi
+
+if [[ $PARTS == *B* ]]; then
 say "== B: convert.sh"
 timeout 120 bash "$G/e2e-init/convert.sh" >"$W/b-convert-1.log" 2>&1; say "convert.sh exit $?: $(tail -n 1 "$W/b-convert-1.log")"
 bash "$G/e2e-init/convert.sh" >"$W/b-convert-2.log" 2>&1; say "again, exit $?: $(tail -n 1 "$W/b-convert-2.log")"
@@ -99,4 +108,5 @@ with torch.no_grad():
 loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), rows[:, 1:].reshape(-1)).item()
 print("transformers loaded the export:", type(m).__name__, "loss on the held-out rows", round(loss, 6))
 PY
+fi
 say "done"

@@ -106,7 +106,7 @@ done
 
 # Alone on the GPU: the layout that does not fit (it takes most of the GPU before it fails).
 pids=()
-go gpu-oom 0 75 PET_MASTER_PORT=$port
+go gpu-oom 0 240 PET_MASTER_PORT=$port
 wait "${pids[@]}"
 
 for run in "$RUNS"/*/; do

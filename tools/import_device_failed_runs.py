@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from compiler.stages import compile_spec  # noqa: E402
-from compiler.resolved import resolved_yaml  # noqa: E402
+from compiler.commands.resolved import resolved_yaml  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "failed-runs"
 SPECS = REPO / "tests" / "e2e" / "failed"
