@@ -11,6 +11,7 @@ from ..emit import check_outputs, write_files
 
 from ..platform.aistudio_schema import JOB_SCHEMA_ID, AIStudioJob
 from ..schema.models import SPEC_SCHEMA_ID, JobSpec
+from ..tree import rebuild
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -48,21 +49,17 @@ def spec_schema() -> dict[str, Any]:
     return _with_draft(schema)
 
 
-def _without_required(node: object) -> object:
+def _without_required(schema: object) -> object:
     """A copy of a schema with every `required` removed and $refs pointed at the Partial* defs."""
-    if isinstance(node, dict):
-        out: dict[str, object] = {}
-        for key, value in node.items():
-            if key == "required":
-                continue
-            if key == "$ref" and isinstance(value, str) and value.startswith("#/$defs/"):
-                out[key] = "#/$defs/Partial" + value[len("#/$defs/"):]
-            else:
-                out[key] = _without_required(value)
-        return out
-    if isinstance(node, list):
-        return [_without_required(item) for item in node]
-    return node
+
+    def entry(key: str, value: object) -> tuple[tuple[str, object], ...]:
+        if key == "required":
+            return ()
+        if key == "$ref" and isinstance(value, str) and value.startswith("#/$defs/"):
+            return ((key, "#/$defs/Partial" + value[len("#/$defs/"):]),)
+        return ((key, value),)
+
+    return rebuild(schema, lambda leaf: leaf, entry)
 
 
 def job_schema() -> dict[str, Any]:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..tree import rebuild
 from .validator import model_classes
 
 GENERATED = Path(__file__).with_name("records.py")
@@ -75,32 +76,29 @@ class _Expression:
         return self.text
 
 
-def _expressions(node: Any) -> Any:
+def _expressions(schema: Any) -> Any:
     """The built schema with each object that is not plain data replaced by the name that finds
     it again: records.<Name>, formats.CHECKS[...], formats.no_control, list, dict."""
     from . import formats
     from .record import Record
 
-    if isinstance(node, dict):
-        return {key: _expressions(value) for key, value in node.items()}
-    if isinstance(node, list):
-        return [_expressions(value) for value in node]
-    if isinstance(node, tuple):
-        return tuple(_expressions(value) for value in node)
-    if isinstance(node, str):
-        return _REF.sub(r"\1", node)  # pydantic's refs end in the class's id(): not the same twice
-    if node is None or isinstance(node, (int, float, bool)):
-        return node
-    if isinstance(node, type) and issubclass(node, Record):
-        return _Expression(f"records.{node.__name__}")
-    if node is formats.no_control:
-        return _Expression("formats.no_control")
-    for name, check in formats.CHECKS.items():
-        if node is check:
-            return _Expression(f"formats.CHECKS[{name!r}]")
-    if node is list or node is dict:
-        return _Expression(node.__name__)
-    raise TypeError(f"the schema holds {node!r}, which validator_schema.py cannot name")
+    def leaf(node: Any) -> Any:
+        if isinstance(node, str):
+            return _REF.sub(r"\1", node)  # pydantic's refs end in the class's id(): not the same twice
+        if node is None or isinstance(node, (int, float, bool)):
+            return node
+        if isinstance(node, type) and issubclass(node, Record):
+            return _Expression(f"records.{node.__name__}")
+        if node is formats.no_control:
+            return _Expression("formats.no_control")
+        for name, check in formats.CHECKS.items():
+            if node is check:
+                return _Expression(f"formats.CHECKS[{name!r}]")
+        if node is list or node is dict:
+            return _Expression(node.__name__)
+        raise TypeError(f"the schema holds {node!r}, which validator_schema.py cannot name")
+
+    return rebuild(schema, leaf)
 
 
 def generate_schema() -> str:

@@ -28,11 +28,12 @@ import os
 import pickle
 import sys
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+from ..tree import nodes, rebuild
 from . import record
 from .record import Record
 
@@ -51,25 +52,17 @@ def transform(schema: Any, resolve: Callable[[Any], Any]) -> Any:
     metadata dropped (pydantic-core does not read it)."""
     from pydantic import BaseModel
 
-    def walk(node: Any) -> Any:
-        if isinstance(node, dict):
-            out: dict[str, Any] = {}
-            for key, value in node.items():
-                if key == "metadata":
-                    continue
-                if key == "default_factory" and isinstance(value, type) and issubclass(value, BaseModel):
-                    out["default"] = {}
-                    out["validate_default"] = True
-                    continue
-                out[key] = walk(value)
-            return out
-        if isinstance(node, (list, tuple)):
-            return type(node)(walk(v) for v in node)
-        if node is None or isinstance(node, (str, int, float, bool)):
-            return node
-        return resolve(node)
+    def entry(key: str, value: Any) -> Iterable[tuple[str, Any]]:
+        if key == "metadata":
+            return ()
+        if key == "default_factory" and isinstance(value, type) and issubclass(value, BaseModel):
+            return (("default", {}), ("validate_default", True))
+        return ((key, value),)
 
-    return walk(schema)
+    def leaf(node: Any) -> Any:
+        return node if node is None or isinstance(node, (str, int, float, bool)) else resolve(node)
+
+    return rebuild(schema, leaf, entry)
 
 
 def _job_spec_schema() -> Any:
@@ -241,18 +234,9 @@ def _record_schemas() -> dict[type, dict[str, Any]]:
     top = schema()
     definitions = top.get("definitions") if top.get("type") == "definitions" else None
     found: dict[type, dict[str, Any]] = {}
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if node.get("type") == "model" and node.get("cls") not in found:
-                found[node["cls"]] = node
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, (list, tuple)):
-            for value in node:
-                walk(value)
-
-    walk(top)
+    for _, node, is_key in nodes(top):
+        if not is_key and isinstance(node, dict) and node.get("type") == "model" and node.get("cls") not in found:
+            found[node["cls"]] = node
     if definitions is None:
         return found
     return {cls: {"type": "definitions", "schema": node, "definitions": definitions} for cls, node in found.items()}

@@ -10,7 +10,7 @@ from . import formats, records
 
 PYDANTIC = '2.14.4'
 PYDANTIC_CORE = '2.50.5'
-KEY = 'c04efcee2fd97d0aadeb9b88640976fd'
+KEY = '9147e25f20715a09e5822a6d36cb473b'
 
 
 def schema() -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any, Iterator
 
 from ...diagnostics import Diagnostic, dotted
 from ...platform.aistudio import RESERVED_ENV
+from ...tree import nodes
 from ..context import RuleContext
 
 # Credentials by their shape: (pattern, re flags, what it is). Compiled only for a string the
@@ -101,45 +102,22 @@ def check_reserved_env(ctx: RuleContext) -> Iterator[Diagnostic]:
             )
 
 
-def _strings(value: Any, path: tuple[str | int, ...]) -> Iterator[tuple[tuple[str | int, ...], str, bool]]:
+def _strings(value: Any) -> Iterator[tuple[tuple[str | int, ...], str, bool]]:
     """(path, text, is_key) for every string in the raw data, keys included."""
-    if isinstance(value, str):
-        yield path, value, False
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            yield from _strings(item, path + (i,))
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(key, str):
-                yield path + (key,), key, True
-            yield from _strings(item, path + (key,))
+    return ((path, node, is_key) for path, node, is_key in nodes(value) if isinstance(node, str))
 
 
 # One pass over every string first; the patterns one by one only for a string that matched.
 _ANY_CREDENTIAL = re.compile("|".join(f"(?:{pattern})" for pattern, _, _ in _CREDENTIALS), re.IGNORECASE)
 
 
-def _all_text(value: Any, out: list[str]) -> list[str]:
-    """Every string in the raw data, keys included (what _strings walks, without the paths)."""
-    if isinstance(value, str):
-        out.append(value)
-    elif isinstance(value, list):
-        for item in value:
-            _all_text(item, out)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(key, str):
-                out.append(key)
-            _all_text(item, out)
-    return out
-
-
 def check_credentials(ctx: RuleContext) -> Iterator[Diagnostic]:
     # A spec almost never holds a credential: one search over all its text first (every string is
     # in it verbatim, so nothing a string matches is missed), the walk with paths only on a match.
     found: dict[tuple[str | int, ...], Diagnostic] = {}
-    if _ANY_CREDENTIAL.search("\n".join(_all_text(ctx.doc.data, []))):
-        for path, text, is_key in _strings(ctx.doc.data, ()):
+    strings = list(_strings(ctx.doc.data))
+    if _ANY_CREDENTIAL.search("\n".join(text for _, text, _ in strings)):
+        for path, text, is_key in strings:
             what = credential_shape(text)
             if what is not None:
                 found[path] = ctx.locate(
@@ -179,9 +157,10 @@ IMPORT_MARKER = re.compile(r"@(unset|runtime):([A-Za-z0-9_.-]+)@")
 def check_import_markers(ctx: RuleContext) -> Iterator[Diagnostic]:
     # A marker is non-empty, so a script test such as [ -n "$X" ] would turn true on it: a spec that
     # still holds one describes a run nobody ran.
-    if not IMPORT_MARKER.search("\n".join(_all_text(ctx.doc.data, []))):
+    strings = list(_strings(ctx.doc.data))
+    if not IMPORT_MARKER.search("\n".join(text for _, text, _ in strings)):
         return
-    for path, text, is_key in _strings(ctx.doc.data, ()):
+    for path, text, is_key in strings:
         match = IMPORT_MARKER.search(text)
         if match:
             kind, name = match.groups()
