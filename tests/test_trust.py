@@ -281,3 +281,25 @@ def test_init_extends_relative_to_the_spec_or_the_working_directory(tmp_path):
     assert "\nextends: base.yaml" in (tmp_path / "specs" / "b.yaml").read_text()
     code, text = _init(tmp_path, "c", "-o", "specs/c.yaml", "--extends", "nope.yaml")
     assert code == 2 and "no such file" in text and not (tmp_path / "specs" / "c.yaml").exists()
+
+
+# --- the credential prefilter ----------------------------------------------------------------------
+
+CREDENTIAL_SAMPLES = [
+    "nvapi-AbCdEfGh12", "NVAPI-AbCdEfGh12", "Bearer abcdefgh1234", "bearer ABCDEFGH1234", "BEARER x",
+    "-----BEGIN RSA PRIVATE KEY-----", "-----begin private key-----", "ghp_" + "a" * 20, "GHP_" + "a" * 20,
+    "github_pat_" + "A1" * 10, "AKIA" + "ABCDEFGHIJKLMNOP", "akia" + "abcdefghijklmnop", "hf_" + "x" * 20,
+    "HF_" + "x" * 20, "sk-proj-" + "y" * 20, "SK-" + "y" * 20, "xoxb-1234567890", "XOXB-1234567890",
+    "https://user:pw@host/x", "WANDB_API_KEY=" + "0123456789abcdef" * 3, "token: " + "AB" * 16,
+    "db_password=hunter2", "PASSWD: 'x'", "tokenizer_model", "HuggingFaceTokenizer", "/mnt/megatron/data",
+    "--secret-file", "sk-short", "hf_short", "keys: abc", "",
+]
+
+
+@pytest.mark.parametrize("text", CREDENTIAL_SAMPLES)
+def test_the_combined_credential_pattern_matches_exactly_when_one_pattern_does(text):
+    from compiler.check.rules import safety
+
+    one_by_one = any(pattern.search(text) for pattern, _ in safety._compiled_credentials())
+    assert bool(safety._ANY_CREDENTIAL.search(text)) is one_by_one
+    assert (safety.credential_shape(text) is not None) is one_by_one

