@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -116,7 +117,7 @@ def test_errors_are_never_kept(project, tmp_path):
     for _ in range(2):
         outcome, err = _run(project, cache, "specs/tp2.yaml", "-o", "out")
         assert outcome == {"code": 1, "compiled": True} and "error:" in err
-    assert not list((cache / "megatron-compile" / "results").glob("*/*.json"))
+    assert not list((cache / "megatron-compile" / "results").glob("*/*.json.z"))
 
 
 def test_the_same_relative_path_from_another_directory_is_another_spec(project, tmp_path):
@@ -147,20 +148,23 @@ def test_the_cache_can_be_turned_off(project, tmp_path, how):
     env = {"MEGATRON_COMPILE_CACHE": "off"} if not how.startswith("--") else None
     for _ in range(2):
         assert _run(project, cache, *argv, env=env)[0] == {"code": 0, "compiled": True}
-    assert not list((cache / "megatron-compile" / "results").glob("*/*.json"))
+    assert not list((cache / "megatron-compile" / "results").glob("*/*.json.z"))
 
 
 def test_a_damaged_or_foreign_entry_is_compiled_again_and_replaced(project, tmp_path):
     cache = tmp_path / "cache"
     assert _run(project, cache, "specs/tp2.yaml", "-o", "out")[0]["compiled"]
-    (entry,) = (cache / "megatron-compile" / "results").glob("*/*.json")
-    good = json.loads(entry.read_text())
+    (entry,) = (cache / "megatron-compile" / "results").glob("*/*.json.z")
+    good = json.loads(zlib.decompress(entry.read_bytes()))
     forged = dict(good, files={name: "forged\n" for name in good["files"]}, inputs={})
-    for damage in ("", "{not json", json.dumps([1, 2]), json.dumps(dict(good, format=0)),
-                   json.dumps(dict(good, key="another")), json.dumps(forged)):
-        entry.write_text(damage)
+    packed = [zlib.compress(text.encode()) for text in (
+        "", "{not json", json.dumps([1, 2]), json.dumps(dict(good, format=0)), json.dumps(dict(good, key="another")),
+        json.dumps(forged))]
+    for damage in [b"", b"not compressed", json.dumps(good).encode(), zlib.compress(json.dumps(good).encode())[:-4],
+                   *packed]:
+        entry.write_bytes(damage)
         assert _run(project, cache, "specs/tp2.yaml", "-o", "out")[0] == {"code": 0, "compiled": True}
-        assert json.loads(entry.read_text()) == good
+        assert json.loads(zlib.decompress(entry.read_bytes())) == good
     assert b"forged" not in (project / "out" / "tp2" / "launch.sh").read_bytes()
 
 
@@ -223,6 +227,6 @@ def test_a_batch_with_kept_results_equals_one_without(in_repo, tmp_path, monkeyp
             captured = capsys.readouterr()
             outputs.append((code, captured.out, captured.err, _tree(tmp_path / round_)))
         assert outputs[0] == outputs[1]
-        assert len(list((tmp_path / "cache" / "megatron-compile" / "results").glob("*/*.json"))) > 40
+        assert len(list((tmp_path / "cache" / "megatron-compile" / "results").glob("*/*.json.z"))) > 40
     finally:
         reuse._directory.cache_clear()
