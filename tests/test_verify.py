@@ -328,3 +328,45 @@ def test_a_legacy_torch_checkpoint_is_one_file_per_model_parallel_rank(tmp_path)
     assert result.ok, result.diagnostics
     assert _shard_labels(result) == [f"checkpoint ckpt/iter_0000020/mp_rank_{tp:02d}_{pp:03d}/model_optim_rng.pt"
                                      for tp in (0, 1) for pp in (0, 1)]
+
+
+# --- fp16: the loss scaler's skipped iterations ----------------------------------------------------
+
+def _skips(root: Path, counts: dict[int, tuple[int, int]]) -> None:
+    """Set the skipped and NaN counts of the iteration lines of the real pretrain run's log."""
+    log = root / "train.log"
+    lines = log.read_text().splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        found = re.search(r" iteration +(\d+)/", line)
+        if found and int(found.group(1)) in counts and "number of skipped iterations" in line:
+            skipped, nan = counts[int(found.group(1))]
+            line = re.sub(r"number of skipped iterations: +\d+", f"number of skipped iterations: {skipped:3d}", line)
+            lines[i] = re.sub(r"number of nan iterations: +\d+", f"number of nan iterations: {nan:3d}", line)
+    log.write_text("".join(lines))
+
+
+@pytest.mark.parametrize("precision, counts, failure", [
+    # the scaler's search: iteration 1 and half of 2-5 skipped, then steps: healthy under fp16
+    ("fp16", {1: (1, 0), 5: (2, 0)}, None),
+    ("fp16", {1: (1, 0), 5: (4, 0), 10: (5, 0), 15: (5, 0), 20: (5, 0)},
+     "FAIL  no NaN iterations, a step taken: expected a step taken, found every logged iteration was skipped by "
+     "the fp16 loss scaler"),
+    ("fp16", {10: (0, 1)}, "FAIL  no NaN iterations, a step taken: expected 0 bad intervals, found 1 bad intervals"),
+    # without a loss scaler a skipped iteration is a failure
+    ("bf16", {1: (1, 0)}, "FAIL  no skipped or NaN iterations: expected 0 bad intervals, found 1 bad intervals"),
+])
+def test_skipped_iterations_fail_only_where_no_loss_scaler_explains_them(tmp_path, precision, counts, failure):
+    from compiler.load.override import Override
+    from compiler.stages import compile_spec
+
+    result = compile_spec(str(REPO / "specs" / "pretrain-mock.yaml"), "specs/pretrain-mock.yaml",
+                          overrides=(Override(f"training.precision={precision}"),))
+    assert result.ok and result.files is not None, result.diagnostics
+    script = tmp_path / "verify.sh"
+    script.write_text(result.files["verify.sh"])
+    root = pretrain_run(tmp_path / "run")
+    _skips(root, counts)
+    proc = subprocess.run(["bash", str(script), str(root)], capture_output=True, text=True)
+    failures = [line for line in proc.stdout.splitlines() if line.startswith("FAIL")]
+    assert failures == ([] if failure is None else [failure]), proc.stdout
+    assert proc.returncode == (0 if failure is None else 1)

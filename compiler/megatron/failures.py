@@ -31,7 +31,7 @@ ORDER = ("worker-never-started", "megatron-missing", "megatron-commit-unset", "s
          "worker-count-mismatch", "gpu-count-mismatch", "no-gpu", "run-root-reused", "helper-build-no-compiler",
          "helper-build-no-pybind11", "helper-build-no-python-headers", "helper-build-no-make",
          "helper-build-failed", "megatron-not-importable", "rendezvous-timeout", "cuda-device-error",
-         "cuda-out-of-memory", "nccl-error", "nan-loss", "killed-sigterm", "killed-signal", "killed-sigkill",
+         "cuda-out-of-memory", "nccl-error", "nan-loss", "fp16-no-step", "killed-sigterm", "killed-signal", "killed-sigkill",
          "rank-crashed", "weights-not-loaded", "wrong-megatron-commit", "runtime-gpu-count", "logs-incomplete",
          "checkpoint-missing")
 

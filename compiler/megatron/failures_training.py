@@ -86,13 +86,24 @@ def out_of_memory(files: RunFiles, facts: Facts) -> Iterator[Finding]:
 @detector
 def bad_iterations(files: RunFiles, facts: Facts) -> Iterator[Finding]:
     """NaN/Inf losses, NaN iterations and skipped iterations in Megatron's iteration lines, and Megatron's
-    NaN checks (rerun_state_machine: 'Unexpected result nan')."""
+    NaN checks (rerun_state_machine: 'Unexpected result nan'). Under fp16 a skipped iteration is the
+    loss scaler lowering its scale from 2^32 (DynamicGradScaler), not a failure; a run in which it
+    skipped every iteration never updated the weights, which is (`fp16-no-step`)."""
     w = last_rank_worker(files)
+    fp16 = facts.precision == "fp16"
     first_bad = None
+    logged, stepped, previous = None, False, 0
     for line in iteration_lines(w):
         loss = LOSS.search(line.text)
         bad = BAD.search(line.text)
-        if (loss and loss.group(1).lower() in ("nan", "inf", "-inf")) or (bad and (bad.group(1) != "0" or bad.group(2) != "0")):
+        iteration = int(ITERATION.search(line.text).group(1))  # type: ignore[union-attr]
+        nan_loss = bool(loss and loss.group(1).lower() in ("nan", "inf", "-inf"))
+        if bad:
+            logged = line
+            stepped = stepped or int(bad.group(1)) < iteration - previous
+        previous = iteration
+        skipped = bool(bad and bad.group(1) != "0")
+        if nan_loss or (bad and bad.group(2) != "0") or (skipped and not fp16):
             first_bad = line
             break
     raised = None
@@ -100,14 +111,25 @@ def bad_iterations(files: RunFiles, facts: Facts) -> Iterator[Finding]:
         raised = find(train_lines(x), r"Unexpected result (nan|inf)|found NaN in|is NaN|loss is nan", re.I)
         if raised:
             break
+    if fp16 and not first_bad and not raised and logged is not None and not stepped:
+        scale = re.search(r"loss scale: ([0-9.]+)", logged.text)
+        yield Finding("fp16-no-step", "fp16's loss scaler skipped every logged iteration" +
+                      (f" (the scale is down to {float(scale.group(1)):.0f})" if scale else "") +
+                      ": no step updated the weights",
+                      (logged.evidence(),),
+                      (Fix("training.train_iters", "more iterations: the scaler halves its scale from 2^32 at each "
+                           "overflow before steps are taken"),
+                       Fix("training.precision", "bf16 (no loss scaling)")),
+                      worker=w.index)
+        return
     if not first_bad and not raised:
         return
     ev = tuple(e.evidence() for e in (first_bad, raised) if e is not None)
     lr = f" (now {facts.lr:g})" if facts.lr is not None else ""
     fixes = [Fix("training.optimizer.lr", f"a smaller learning rate{lr}: 1e-4 to 3e-4 is usual for GPT pretraining"),
              Fix("training.optimizer.clip_grad", "1.0 (clip the gradient norm)")]
-    if facts.precision == "fp16":
-        fixes.append(Fix("training.precision", "bf16 (fp16's range overflows; the loss scaler skips iterations)"))
+    if fp16:
+        fixes.append(Fix("training.precision", "bf16 (fp16's range overflows)"))
     yield Finding("nan-loss", "the loss became NaN/Inf or iterations were skipped" +
                   (f" from iteration {ITERATION.search(first_bad.text).group(1)}" if first_bad else ""),  # type: ignore[union-attr]
                   ev, tuple(fixes), worker=w.index, rank=raised.rank if raised else None)
@@ -151,6 +173,9 @@ NCCL = re.compile(r"NCCL error|ncclInvalidUsage|ncclSystemError|ncclInternalErro
                   r"ProcessGroupNCCL.*(?:timeout|Timeout|timed out)")
 
 
+DUPLICATE_GPU = re.compile(r"Duplicate GPU detected : rank \d+ and rank \d+ both on CUDA device \w+")
+
+
 @detector
 def nccl(files: RunFiles, facts: Facts) -> Iterator[Finding]:
     hits = []
@@ -161,17 +186,29 @@ def nccl(files: RunFiles, facts: Facts) -> Iterator[Finding]:
     if not hits:
         return
     w, line = hits[0]
-    detail = next((x for x in train_lines(w) if x.number >= line.number and
-                   re.search(r"Last error|Duplicate GPU|timeout|Timeout", x.text)), line)
-    fixes = []
-    if "Duplicate GPU" in detail.text or "Duplicate GPU" in line.text:
-        fixes.append(Fix("resources.gpus_per_worker", f"{facts.gpus_per_worker}: each rank needs a GPU of its "
-                         "own; two ranks share one (check CUDA_VISIBLE_DEVICES and the worker flavor)"))
-    fixes += [Fix("training.env", "NCCL_DEBUG: INFO (NCCL says which transport and peer failed)"),
-              Fix("resources.rdma", "the inter-worker network (RDMA) the workers need")]
+    after = [x for x in train_lines(w) if x.number >= line.number]
+    # NCCL's own reason follows its "Last error:" line; a duplicate GPU is named there outright
+    duplicate = next((x for x in after if DUPLICATE_GPU.search(x.text)), None)
+    detail = duplicate or next((x for x in after if re.search(r"Last error|timeout|Timeout", x.text)), line)
     rank = line.rank if line.rank is not None else detail.rank
-    yield Finding("nccl-error", f"NCCL failed first on worker {w.index}" + (f", rank {rank}" if rank is not None else ""),
-                  tuple(dict.fromkeys((line.evidence(), detail.evidence()))), tuple(fixes),
+    where = f"worker {w.index}" + (f", rank {rank}" if rank is not None else "")
+    if duplicate is not None:
+        # two ranks on one GPU: not the network, and NCCL already said why
+        shared = DUPLICATE_GPU.search(duplicate.text)
+        assert shared is not None
+        if facts.gpus_per_worker and facts.gpus_per_worker > 1:  # ranks of one worker on one GPU
+            fixes: tuple[Fix, ...] = (Fix("resources.gpus_per_worker", f"{facts.gpus_per_worker}: the GPUs each "
+                                          "worker really has, one per rank (check CUDA_VISIBLE_DEVICES)"),)
+        else:  # one GPU per worker: two workers were given the same GPU
+            fixes = (Fix("resources.worker_flavor", "a flavor whose workers each get a GPU of their own: two "
+                         "workers' ranks were given one device (check CUDA_VISIBLE_DEVICES on the workers)"),)
+        message = f"two ranks share one GPU ({shared.group(0)}): NCCL failed on {where}"
+    else:
+        fixes = (Fix("training.env", "NCCL_DEBUG: INFO (NCCL says which transport and peer failed)"),
+                 Fix("resources.rdma", "the inter-worker network (RDMA) the workers need"))
+        message = f"NCCL failed first on {where}"
+    quoted = (detail, line) if duplicate is not None else (line, detail)  # what names the cause first
+    yield Finding("nccl-error", message, tuple(dict.fromkeys(x.evidence() for x in quoted)), fixes,
                   worker=w.index, rank=rank)
 
 

@@ -74,7 +74,13 @@ def verify_plan(spec: Any, layout: ParallelLayout, groups: RankLayout, pretrain:
         # last worker: the label names the log they are read from.
         where = "" if workers == 1 else f" (worker {workers - 1}, the last rank's)"
         checks.append(_check("check_last_iteration", f"last logged iteration{where}", last, pretrain.train_iters))
-        checks.append(_check("check_no_bad_iterations", f"no skipped or NaN iterations{where}", last))
+        if spec.training.precision == "fp16":
+            # fp16's loss scaler skips iterations while it lowers the scale from 2^32 (Megatron's
+            # DynamicGradScaler): skipped iterations are its search, NaN iterations and a run that
+            # never took a step are failures
+            checks.append(_check("check_no_bad_iterations", f"no NaN iterations, a step taken{where}", last, "fp16"))
+        else:
+            checks.append(_check("check_no_bad_iterations", f"no skipped or NaN iterations{where}", last))
         if converted is not None:
             # init_from: the converted weights were there, training loaded them (the first start) or
             # its own checkpoint (a restart), and its first loss shows trained weights, not a random start

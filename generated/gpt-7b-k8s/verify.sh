@@ -167,23 +167,31 @@ check_last_iteration() {
   compare "$1" "$3" "$found"
 }
 
-# check_no_bad_iterations LABEL FILE: every logged interval reports 0 skipped and 0 NaN iterations
+# check_no_bad_iterations LABEL FILE [fp16]: every logged interval reports 0 skipped and 0 NaN
+# iterations; with fp16, whose loss scaler skips iterations while it lowers the scale, 0 NaN
+# iterations and at least one iteration not skipped (one step that updated the weights)
 check_no_bad_iterations() {
-  local bad=0 intervals=0 line
+  local bad=0 intervals=0 stepped=0 previous=0 line
   if [ ! -r "$2" ]; then
     report fail "$1" "0 bad intervals" "no file $2"
     return
   fi
   while IFS= read -r line || [ -n "$line" ]; do
-    if [[ $line =~ number\ of\ skipped\ iterations:\ +([0-9]+)\ \|\ number\ of\ nan\ iterations:\ +([0-9]+) ]]; then
+    if [[ $line =~ \ iteration\ +([0-9]+)/.*number\ of\ skipped\ iterations:\ +([0-9]+)\ \|\ number\ of\ nan\ iterations:\ +([0-9]+) ]]; then
       intervals=$((intervals + 1))
-      if [ "${BASH_REMATCH[1]}" != 0 ] || [ "${BASH_REMATCH[2]}" != 0 ]; then
+      if [ "${3:-}" = fp16 ]; then
+        [ "${BASH_REMATCH[3]}" = 0 ] || bad=$((bad + 1))
+        [ "${BASH_REMATCH[2]}" -ge $((BASH_REMATCH[1] - previous)) ] || stepped=1
+        previous=${BASH_REMATCH[1]}
+      elif [ "${BASH_REMATCH[2]}" != 0 ] || [ "${BASH_REMATCH[3]}" != 0 ]; then
         bad=$((bad + 1))
       fi
     fi
   done <"$2"
   if [ "$intervals" -eq 0 ]; then
     report fail "$1" "0 bad intervals" "no logged interval"
+  elif [ "${3:-}" = fp16 ] && [ "$stepped" -eq 0 ]; then
+    report fail "$1" "a step taken" "every logged iteration was skipped by the fp16 loss scaler"
   else
     compare "$1" "0 bad intervals" "$bad bad intervals"
   fi
