@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from ..schema.defaults import MEGATRON_ROOT
+from .parallel import data_parallel_size, world_size
 
 # --- inputs ------------------------------------------------------------------------------------
 
@@ -70,11 +71,12 @@ class Facts:
 
     @property
     def world_size(self) -> int:
-        return self.workers * self.gpus_per_worker
+        return world_size(self.workers, self.gpus_per_worker)
 
     @property
     def data_parallel(self) -> int:
-        return max(1, self.world_size // (self.tensor * self.pipeline * self.context))
+        # at least 1: the doctor reads runs of specs that may not divide (a broken run's spec)
+        return max(1, data_parallel_size(self.world_size, self.tensor, self.pipeline, self.context))
 
 
 # --- outputs -----------------------------------------------------------------------------------
