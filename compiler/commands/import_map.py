@@ -16,6 +16,7 @@ from typing import Any, Literal, get_args, get_origin
 from ..check.rules.safety import credential_flags, credential_shape, is_credential_env
 from ..check.validate import is_number
 from ..megatron.flags import IMPLIED, UNFUSED_FLAGS, import_table
+from ..megatron.runfiles import CHECKPOINT_DIR, TENSORBOARD_DIR
 from ..platform.aistudio import RESERVED_ENV
 from ..schema.defaults import MEGATRON_ROOT
 from ..schema.models import JobSpec
@@ -23,9 +24,9 @@ from .import_record import (MARKER, TOP_DIRECTORIES, TORCHRUN_VALUE_OPTIONS, Imp
                             _marker_reason, _show, flag_groups)
 
 MANAGED = {
-    "--save": "checkpoints go to $RUN_ROOT/ckpt on the shared storage",
-    "--load": "a resumed run loads from $RUN_ROOT/ckpt (training.checkpoint.resume)",
-    "--tensorboard-dir": "TensorBoard writes to $RUN_ROOT/tensorboard (training.logging.tensorboard)",
+    "--save": f"checkpoints go to $RUN_ROOT/{CHECKPOINT_DIR} on the shared storage",
+    "--load": f"a resumed run loads from $RUN_ROOT/{CHECKPOINT_DIR} (training.checkpoint.resume)",
+    "--tensorboard-dir": f"TensorBoard writes to $RUN_ROOT/{TENSORBOARD_DIR} (training.logging.tensorboard)",
 }
 
 # flag -> (spec path, type), from the one flag table; types: int, float, str, switch, const:<value>.
@@ -276,7 +277,7 @@ def to_spec(recorded: Recorded, name: str) -> ImportResult:
             report.append("--group-query-attention without --num-query-groups: Megatron's default of 1 group is "
                           "not typed; set training.model.num_query_groups")
         if "--save" not in names:
-            report.append("--save: added; the spec always saves checkpoints under $RUN_ROOT/ckpt")
+            report.append(f"--save: added; the spec always saves checkpoints under $RUN_ROOT/{CHECKPOINT_DIR}")
         checkpoint = training.setdefault("checkpoint", {})
         checkpoint.setdefault("resume", False)
         if "save_interval" not in checkpoint:
@@ -319,7 +320,7 @@ def _refuse_warm_start(groups: list[tuple[str, tuple[str, ...]]]) -> None:
         return
     raise ImportFailed(
         f"--load {' '.join(load)} is not the --save directory ({' '.join(map(_show, save)) if save else 'none'}): the script "
-        "starts from an existing checkpoint, and a spec's --load is always its own $RUN_ROOT/ckpt, so importing "
+        f"starts from an existing checkpoint, and a spec's --load is always its own $RUN_ROOT/{CHECKPOINT_DIR}, so importing "
         "it would silently train from scratch. Remove --load from the script (or make it equal --save) and "
         "import again, then add the checkpoint to the spec: a Megatron checkpoint as training.args "
         f"[--pretrained-checkpoint, {' '.join(load)}] (with --finetune to load weights only); Hugging Face "

@@ -16,6 +16,7 @@ from .failures_logs import (
     BAD, ITERATION, LOSS, Detector, Evidence, Facts, Finding, Fix, Line, RunFiles, exit_code, find,
     iteration_lines, last_rank_worker, launch_lines, registry, runtime_value, train_lines,
 )
+from .runfiles import CHECKPOINT_DIR
 
 DETECTORS: list[Detector] = []
 detector = registry(DETECTORS)
@@ -369,7 +370,7 @@ def incomplete(files: RunFiles, facts: Facts) -> Iterator[Finding]:
         if not any(p.startswith(wanted) for p in files.checkpoint_files):
             yield Finding("checkpoint-missing", f"training finished, but ckpt/{wanted} is not in the run root: the "
                           "checkpoint did not persist where verify.sh reads it",
-                          (Evidence("ckpt/", 0, f"(no {wanted})"),),
+                          (Evidence(CHECKPOINT_DIR + "/", 0, f"(no {wanted})"),),
                           (Fix("storage.mount_path", "shared storage mounted writable on every worker (not the "
                                "image's own filesystem)"),
                            Fix("storage.run_root", "one directory per run under the mount path")))
