@@ -3,15 +3,21 @@
 # each scenario is a launch.sh compiled from tests/e2e/failed/<name>.yaml, run unmodified as the
 # AIStudio job would run it, with ONE thing broken (in the spec, or in what the worker provides).
 #
-#   bash tools/failed_runs_device.sh GEN     GEN: `megatron-compile tests/e2e/failed -o GEN`
+#   bash tools/failed_runs_device.sh GEN [NAMES]   GEN: `megatron-compile tests/e2e/failed -o GEN`
 #
+# NAMES (optional; comma- or space-separated scenario names, e.g. gpu-no-compiler) runs only those;
+# without it, every scenario runs.
 # Expects .megatron/ (Megatron-LM at the pinned commit, never committed) in the working directory.
 # The scenarios run at once on the one GPU (each is tiny), the out-of-memory one alone afterwards;
 # each has a deadline. Writes $OUT/failed-runs.tar.gz: every run root (logs and records, no
 # checkpoints), each worker's console, each run root's checkpoint listing, and summary.txt.
 set -uo pipefail
 
-GEN=${1:?usage: failed_runs_device.sh GEN}
+GEN=${1:?usage: failed_runs_device.sh GEN [NAMES]}
+IFS=', ' read -ra ONLY <<<"${2:-}"
+for name in "${ONLY[@]}"; do
+  [ -f "$GEN/$name/launch.sh" ] || { echo "failed_runs_device.sh: no scenario $name in $GEN" >&2; exit 2; }
+done
 OUT=${OUT:-/tmp/failed-runs-out}
 COMMIT=571370c829ca768fe37244f4e2e7f28d8accc4ab
 WRONG_COMMIT=0123456789abcdef0123456789abcdef01234567
@@ -36,20 +42,33 @@ make -C /opt/Megatron-LM/megatron/core/datasets >"$KEEP/prebuild.txt" 2>&1
 note "machine: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader)"
 note "$(python -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())')"
 
-# A PATH without a C++ compiler: links to everything else on PATH.
+# A PATH without a C++ compiler: links to everything else on PATH. The Python interpreters are small
+# scripts that exec the real one by its path on PATH (a link elsewhere would lose the venv beside it,
+# and pybind11 with it); the scenario also unsets CXX/CC/CXXFLAGS (see below), so that make falls
+# back to its default g++ and finds none.
 mkdir -p /tmp/nocc
 IFS=: read -ra path_dirs <<<"$PATH"
 for d in "${path_dirs[@]}"; do
   for f in "$d"/*; do
     name=${f##*/}
     case "$name" in
-      g++* | c++* | gcc* | cc | clang* | x86_64-linux-gnu-g++* | x86_64-linux-gnu-gcc* | x86_64-linux-gnu-c++*) continue ;;
+      g++* | c++* | gcc* | cc | clang* | *-g++* | *-gcc* | *-c++*) continue ;;
     esac
     if [ -x "$f" ] && [ ! -e "/tmp/nocc/$name" ]; then
-      ln -s "$f" "/tmp/nocc/$name"
+      case "$name" in
+        python | python3 | python3.[0-9] | python3.[0-9][0-9])
+          real=$f
+          # /tmp/shim's python is our own link to python3: exec what it points at, by that path
+          if [ "$d" = /tmp/shim ] && [ -L "$f" ]; then real=$(readlink "$f"); fi
+          printf '#!/bin/sh\nexec "%s" "$@"\n' "$real" >"/tmp/nocc/$name"
+          chmod +x "/tmp/nocc/$name"
+          ;;
+        *) ln -s "$f" "/tmp/nocc/$name" ;;
+      esac
     fi
   done
 done
+note "no-compiler PATH: python3 runs $(tail -n 1 /tmp/nocc/python3 2>/dev/null); the image has CXX=${CXX:-} CC=${CC:-} CXXFLAGS=${CXXFLAGS:-} (the scenario unsets them)"
 # An nvidia-smi that lists two GPUs on a one-GPU worker.
 mkdir -p /tmp/two-gpus
 printf '#!/usr/bin/env bash\nprintf "0\\n1\\n"\n' >/tmp/two-gpus/nvidia-smi
@@ -57,10 +76,20 @@ chmod +x /tmp/two-gpus/nvidia-smi
 
 pids=()
 names=()
+# want NAME: whether NAME is to run (every scenario, unless NAMES picked some)
+want() {
+  [ "${#ONLY[@]}" -eq 0 ] && return 0
+  local n
+  for n in "${ONLY[@]}"; do
+    [ "$n" = "$1" ] && return 0
+  done
+  return 1
+}
 # go NAME WORKER DEADLINE [ENV=VALUE...] [-- PREFIX...]: GEN/NAME/launch.sh in the background as
-# worker WORKER, under a deadline (s), console to $KEEP/consoles/NAME-WORKER.txt
+# worker WORKER, under a deadline (s), console to $KEEP/consoles/NAME-WORKER.txt (nothing unless wanted)
 go() {
   local name=$1 worker=$2 deadline=$3 envs=() prefix=()
+  want "$name" || return 0
   shift 3
   while [ "$#" -gt 0 ] && [ "$1" != -- ]; do
     envs+=("$1")
@@ -86,7 +115,7 @@ go gpu-healthy 0 140 PET_MASTER_PORT=$port; next_port
 go gpu-wrong-commit 0 140 PET_MASTER_PORT=$port MEGATRON_COMMIT=$WRONG_COMMIT; next_port
 go gpu-megatron-missing 0 60 PET_MASTER_PORT=$port; next_port
 go gpu-not-importable 0 60 PET_MASTER_PORT=$port -- env -u PYTHONPATH; next_port
-go gpu-no-compiler 0 60 PET_MASTER_PORT=$port PATH=/tmp/nocc; next_port
+go gpu-no-compiler 0 60 PET_MASTER_PORT=$port PATH=/tmp/nocc -- env -u CXX -u CC -u CXXFLAGS; next_port
 go gpu-too-many-gpus 0 60 PET_MASTER_PORT=$port; next_port
 go gpu-lying-gpu-count 0 120 PET_MASTER_PORT=$port PATH="/tmp/two-gpus:$PATH"; next_port
 go gpu-nan-bf16 0 140 PET_MASTER_PORT=$port; next_port
@@ -107,7 +136,9 @@ done
 # Alone on the GPU: the layout that does not fit (it takes most of the GPU before it fails).
 pids=()
 go gpu-oom 0 240 PET_MASTER_PORT=$port
-wait "${pids[@]}"
+for pid in "${pids[@]}"; do
+  wait "$pid"
+done
 
 for run in "$RUNS"/*/; do
   name=$(basename "$run")
