@@ -143,3 +143,23 @@ def test_the_storage_estimate_is_within_10_percent_of_the_h200_run():
     written = int(manifest["bin_bytes"]) + int(manifest["idx_bytes"])
     est = estimate_prefix(int(manifest["input_bytes"]), 1000, 4)
     assert abs(est.bin_bytes + est.idx_bytes - written) / written < 0.10
+
+
+THROUGHPUT = FIXTURES / "prepare-throughput"
+
+
+@pytest.mark.parametrize("run", ["prep-w1", "prep-w4", "prep-w8", "tiny-w4"])
+def test_the_time_estimate_is_within_10_percent_of_the_h200_runs(run):
+    """tests/fixtures/prepare-throughput: the generated prepare.sh timed on the H200 host with 1, 4
+    and 8 workers on a 52 MB corpus, and with 4 on the 2 MB one, against the estimate for each run's
+    input, documents and workers (the wall time of prepare.sh: start, tokenizing, read-back)."""
+    from compiler.megatron.data import estimate_prefix
+
+    manifest = dict(line.split(": ", 1) for line in (THROUGHPUT / f"{run}.manifest").read_text().splitlines())
+    timing = dict(line.split(" ", 1)[1].split(": ", 1) for line in (THROUGHPUT / "timing.txt").read_text().splitlines()
+                  if line.startswith(f"{run} wall_seconds:"))
+    wall = float(timing["wall_seconds"])
+    workers = 1 if run == "prep-w1" else 8 if run == "prep-w8" else 4
+    est = estimate_prefix(int(manifest["input_bytes"]), 1000, workers, int(manifest["documents"]))
+    assert abs(est.seconds - wall) / wall < 0.10, (est.seconds, wall)
+    assert abs(est.tokens - int(manifest["tokens"])) / int(manifest["tokens"]) < 0.10

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..check.facts import Facts
-from ..megatron.data import LEVEL, TOKENS_PER_INPUT_BYTE, TOKENS_PER_SECOND_PER_WORKER, estimate_prefix, token_bytes
+from ..megatron.data import (LEVEL, TOKENS_PER_INPUT_BYTE, TOKENS_PER_SECOND_MAX, TOKENS_PER_SECOND_PER_WORKER,
+                             estimate_prefix, token_bytes)
 from ..megatron.parallel import ORDER, RankLayout
 from ..megatron.runfiles import CHECKPOINT_DIR, EXIT_RECORD, RUNTIME_RECORD, TRAIN_LOG
 from .types import LaunchPlan, PretrainPlan, ReportSection
@@ -110,7 +111,8 @@ def data_rows(spec: Any, facts: Facts, vocab: int | None) -> tuple[tuple[str, st
         rows.append((name, f"~{est.tokens:,} tokens; .bin {_size(est.bin_bytes)} ({token_bytes(vocab)} B a token), "
                            f".idx {_size(est.idx_bytes)}; ~{est.seconds:,.0f} s with {prepare.workers} workers"))
     rows.append(("data on shared storage", f"~{_size(total)} at {TOKENS_PER_INPUT_BYTE} tokens per input byte and "
-                                           f"{TOKENS_PER_SECOND_PER_WORKER:,.0f} tokens/s per worker (stated rates)"))
+                                           f"{TOKENS_PER_SECOND_PER_WORKER:,.0f} tokens/s per worker, {TOKENS_PER_SECOND_MAX:,.0f} "
+                                           "at most (stated rates, measured with a small BPE)"))
     return tuple(rows)
 
 
