@@ -15,7 +15,9 @@ TYPE_CHECKING = False  # `typing` itself is not imported: --help and --version s
 if TYPE_CHECKING:
     from typing import TextIO
 
-SUBCOMMANDS = ("schema", "import", "init", "lock", "size", "doctor")
+# subcommand -> its module in commands/
+SUBCOMMANDS = {"schema": "schema", "import": "importer", "init": "scaffold", "lock": "lock", "size": "size",
+               "doctor": "doctor"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -55,30 +57,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _dispatch(argv: list[str], out: TextIO, err: TextIO) -> int:
-    if argv and argv[0] == "schema":
-        from .commands import schema
+    if argv and argv[0] in SUBCOMMANDS:  # each subcommand's module is imported only for it
+        from importlib import import_module
 
-        return schema.main(argv[1:], out, err)
-    if argv and argv[0] == "import":
-        from .commands import importer
-
-        return importer.main(argv[1:], out, err)
-    if argv and argv[0] == "init":
-        from .commands import scaffold
-
-        return scaffold.main(argv[1:], out, err)
-    if argv and argv[0] == "lock":
-        from .commands import lock
-
-        return lock.main(argv[1:], out, err)
-    if argv and argv[0] == "doctor":
-        from .commands import doctor
-
-        return doctor.main(argv[1:], out, err)
-    if argv and argv[0] == "size":
-        from .commands import size
-
-        return size.main(argv[1:], out, err)
+        command = import_module(f"{__package__}.commands.{SUBCOMMANDS[argv[0]]}")
+        code: int = command.main(argv[1:], out, err)
+        return code
     try:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse exits 0 for --help/--version and 2 for usage errors
