@@ -56,10 +56,12 @@ def enabled() -> bool:
     return os.environ.get("MEGATRON_COMPILE_CACHE", "").strip().lower() not in OFF_VALUES
 
 
-def _tree(root: str, digest: Any) -> None:
-    """Each file below root (bytecode caches aside): its path, size and modification time."""
+def _tree(root: str, digest: Any, below: bool = True) -> None:
+    """Each file of root, and below it unless `below` is false (bytecode caches aside): its path,
+    size and modification time. A library's own directory alone is enough to see it reinstalled."""
+    digest.update(f"{root}\n".encode())
     for directory, subdirectories, names in os.walk(root):
-        subdirectories[:] = sorted(d for d in subdirectories if d != "__pycache__")
+        subdirectories[:] = sorted(d for d in subdirectories if d != "__pycache__") if below else []
         for name in sorted(names):
             path = os.path.join(directory, name)
             try:
@@ -67,17 +69,6 @@ def _tree(root: str, digest: Any) -> None:
             except OSError:
                 continue
             digest.update(f"{os.path.relpath(path, root)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-
-
-def _files(directory: str, digest: Any) -> None:
-    """The files of one directory, not below it: enough to see a library reinstalled."""
-    try:
-        entries = sorted((e.name, e.stat()) for e in os.scandir(directory) if e.is_file())
-    except OSError:
-        entries = []
-    digest.update(f"{directory}\n".encode())
-    for name, stat in entries:
-        digest.update(f"{name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
 
 
 @lru_cache(maxsize=1)
@@ -96,7 +87,7 @@ def fingerprint() -> str:
         if origin is None:
             digest.update(f"{name}: not found\n".encode())
             continue
-        _files(os.path.dirname(origin), digest)
+        _tree(os.path.dirname(origin), digest, below=False)
     return digest.hexdigest()[:32]
 
 
