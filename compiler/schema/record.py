@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, ClassVar
 
+from ..tree import rebuild
+
 # Set by validator.py when it is imported (which any validated spec went through): record class -> serializer.
 serializer_for: Callable[[type], Any] | None = None
 
@@ -51,15 +53,15 @@ def to_json(value: Any) -> Any:
     """A validated spec (or part of it) as JSON data with the keys a spec spells: what
     `model_dump(mode="json", by_alias=True)` gives (a test holds it to that), without building
     pydantic-core's serializer for it (which also imports uuid and platform)."""
+    return rebuild(value, _record_json)
+
+
+def _record_json(value: Any) -> Any:
     if isinstance(value, Overlay):  # derived values read over a spec are not the spec
         return to_json(object.__getattribute__(value, "_base"))
     if isinstance(value, Record):
         aliases = value.__aliases__
         return {aliases.get(name, name): to_json(item) for name, item in value.__dict__.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_json(item) for item in value]
-    if isinstance(value, dict):
-        return {key: to_json(item) for key, item in value.items()}
     return value
 
 

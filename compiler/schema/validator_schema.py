@@ -10,7 +10,7 @@ from . import formats, records
 
 PYDANTIC = '2.14.4'
 PYDANTIC_CORE = '2.50.5'
-KEY = '9147e25f20715a09e5822a6d36cb473b'
+KEY = '6f05a097eed5f1d5e9f33252fe6b9209'
 
 
 def schema() -> dict[str, Any]:
