@@ -51,6 +51,8 @@ def test_every_rule_has_a_case():
     for expected in CORPUS.glob("*.expected"):
         seen.update(re.findall(r"  \[([a-z0-9-]+)\]$", expected.read_text(), flags=re.M))
     for rule in RULES:
+        if rule.code == "engine":  # the adapters' own rules: their codes have cases (test above)
+            continue
         assert rule.code in seen, f"rule {rule.check.__name__} ({rule.code}) has no bad-spec case"
 
 

@@ -15,7 +15,8 @@ from ..megatron.parallel import ParallelLayout, parallel_layout, world_size
 from ..megatron.pretrain import MODEL_REQUIRED, REQUIRED_SECTIONS, is_bounded_example, is_pretrain
 from ..megatron.runfiles import CHECKPOINTS_DIR, default_run_root
 from ..paths import is_within, normalize_path
-from ..platform.aistudio import READ_ONLY_DATA
+from ..platform.engine import Engine
+from ..platform.engines import DEFAULT_ENGINE, engine
 from ..schema.defaults import MEGATRON_ROOT
 from ..schema.record import Overlay
 
@@ -23,9 +24,6 @@ if TYPE_CHECKING:  # the models themselves load only for the specs that need the
     from ..megatron.huggingface import HFArchitecture
     from ..megatron.memory import Estimate
     from ..megatron.timing import StepTime
-
-PLATFORMS = ("aistudio", "slurm", "kubernetes")
-DEFAULT_PLATFORM = "aistudio"
 
 
 class SpecView(NamedTuple):
@@ -42,8 +40,9 @@ class SpecView(NamedTuple):
 
 class Facts(NamedTuple):
     name: str | None
-    platform: str  # the engine: aistudio, slurm or kubernetes
-    read_only_roots: tuple[str, ...]  # the platform's read-only data mounts (AIStudio's /infini-data)
+    platform: str  # the engine's name, the spec's `platform:`
+    engine: Engine  # its adapter (platform/engines.py)
+    read_only_roots: tuple[str, ...]  # the engine's read-only data mounts (AIStudio's /infini-data)
     world: int | None  # workers × GPUs per worker
     layout: ParallelLayout | None  # None when the sizes do not divide the world
     mount_path: str | None  # normalised
@@ -112,9 +111,10 @@ def effective_training(training: Any, hf: HFArchitecture | None, hf_path: str | 
     return Overlay(training, **changes)
 
 
-def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_PLATFORM,
+def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_ENGINE,
            hf_config: dict[str, Any] | None = None) -> Facts:
     """The facts of the sections that validated (see the module docstring)."""
+    adapter = engine(platform)
     res, par, training = sections.get("resources"), sections.get("parallelism"), sections.get("training")
     init = sections.get("init_from")
     hf, hf_error = _init_from(init, hf_config, par.tensor if par is not None else 1)
@@ -162,7 +162,7 @@ def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_P
             if est is not None:
                 step = spec_step_time(view, layout=layout, est=est)
     return Facts(
-        name=name, platform=platform, read_only_roots=(READ_ONLY_DATA,) if platform == "aistudio" else (),
+        name=name, platform=platform, engine=adapter, read_only_roots=adapter.read_only_data,
         world=world, layout=layout, mount_path=mount, run_root=run_root, run_root_written=written,
         megatron_root=root, script=script, script_escapes_root=escapes, is_pretrain=pretrain,
         is_bounded_example=bounded, pretrain_complete=complete, flags=flag_list, estimate=est, step_time=step,

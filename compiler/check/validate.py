@@ -17,7 +17,8 @@ from ..load.source import SourceDoc
 from ..schema import validator as schema_validator
 from ..schema.records import JobSpec
 from .context import RuleContext
-from .facts import DEFAULT_PLATFORM, PLATFORMS, Facts, derive
+from ..platform.engines import DEFAULT_ENGINE, ENGINES
+from .facts import Facts, derive
 from .rules import run_rules
 
 
@@ -217,7 +218,7 @@ def check(doc: SourceDoc, hf_config: dict[str, Any] | None = None) -> Checked:
             except ValidationError:
                 pass
     spec_name = doc.data.get("name") if isinstance(doc.data.get("name"), str) else None
-    platform: str = doc.data["platform"] if doc.data.get("platform") in PLATFORMS else DEFAULT_PLATFORM
+    platform: str = doc.data["platform"] if doc.data.get("platform") in ENGINES else DEFAULT_ENGINE
     facts = derive(sections, spec_name, platform, hf_config)
     if facts.training is not None:  # the rules read training with init_from's model filled in
         sections["training"] = facts.training

@@ -17,7 +17,7 @@ from ..check.rules.safety import credential_flags, credential_shape, is_credenti
 from ..check.validate import is_number
 from ..megatron.flags import IMPLIED, UNFUSED_FLAGS, import_table
 from ..megatron.runfiles import CHECKPOINT_DIR, TENSORBOARD_DIR
-from ..platform.aistudio import RESERVED_ENV
+from ..platform.engine import RESERVED_ENV
 from ..schema.defaults import MEGATRON_ROOT
 from ..schema.models import JobSpec
 from .import_record import (MARKER, TOP_DIRECTORIES, TORCHRUN_VALUE_OPTIONS, ImportFailed, Recorded,

@@ -16,10 +16,9 @@ from ..check.facts import Facts
 from ..load.discover import lock_path
 from ..megatron.pretrain import num_microbatches, train_iterations, virtual_pipeline_size, vocab_size
 from ..megatron.runfiles import DATASETS_DIR, NODES_DIR, RUNTIME_PROBE
-from ..platform.aistudio import JOB_FILE, AIStudioJob, PLATFORM
+from ..platform.engine import DEFAULT_MASTER_PORT, Engine, Job, StepRequest
+from ..platform.engines import engine
 from ..platform.images import ImagePins, image_pins
-from ..platform.kubernetes import TRAINJOB_FILE, KubeJob
-from ..platform.slurm import BATCH_FILE, SlurmJob
 from ..schema.record import Overlay, to_json
 
 if TYPE_CHECKING:
@@ -27,25 +26,17 @@ if TYPE_CHECKING:
 from .report import data_rows, report, steps_section, time_section
 from .build_words import flag_words
 from .init import init_plan, init_steps
-from .prepare import prepare_job, prepare_plan
+from .prepare import prepare_plan, prepare_request
 from .shell import Var, Word
 from .types import Artifact, Header, ImagePlan, LaunchPlan, MegatronPlan, Plan, PretrainPlan, ReportSection, Step
 from .verify import prepare_verify_plan, verify_plan
 
-DEFAULT_MASTER_PORT = 29500
 NGC_REGISTRY = "nvcr.io"  # NVIDIA's registry, where base images may want an API key login
 
 IMAGE_ARTIFACTS = (Artifact("Dockerfile", "Dockerfile.j2"), Artifact("buildx.sh", "buildx.sh.j2"),
                    Artifact("regctl.sh", "regctl.sh.j2"))
-TRAIN_ARTIFACTS = (Artifact(JOB_FILE, None, embeds="launch.sh"), Artifact("launch.sh", "launch.sh.j2"),
-                   Artifact("verify.sh", "verify.sh.j2"))
-TRAIN_ARTIFACTS_BY_PLATFORM = {
-    "aistudio": TRAIN_ARTIFACTS,
-    "slurm": (Artifact(BATCH_FILE, "job.sbatch.j2", embeds="launch.sh"),) + TRAIN_ARTIFACTS[1:],
-    "kubernetes": (Artifact(TRAINJOB_FILE, None, embeds="launch.sh"),) + TRAIN_ARTIFACTS[1:],
-}
-PREPARE_ARTIFACTS = (Artifact("prepare.sh", "prepare.sh.j2"), Artifact("job-prepare.json", None, embeds="prepare.sh"),
-                     Artifact("verify-prepare.sh", "verify.sh.j2"))
+LAUNCH = "launch.sh"
+PREPARE = "prepare.sh"
 SUMMARY_ARTIFACTS = (Artifact("plan.md", "plan.md.j2"),)
 
 
@@ -72,33 +63,22 @@ def _base_mirror(spec: Any) -> str:
     return f"{spec.image.registry}/{spec.image.namespace}/{'-'.join(parts)}:{tag or 'latest'}"
 
 
-def _platform_job(spec: Any, facts: Facts, pins: ImagePins) -> AIStudioJob | SlurmJob | KubeJob:
-    """The engine's job of the training step: AIStudio's job document, Slurm's batch job or a TrainJob."""
+def _train_request(spec: Any, facts: Facts) -> StepRequest:
+    """What the training step asks of the engine: every worker, with its GPUs."""
     res = spec.resources
     assert facts.mount_path is not None and facts.run_root is not None
-    if spec.platform == "slurm":
-        s = spec.slurm
-        return SlurmJob(
-            name=spec.name, partition=s.partition, account=s.account, has_account=s.account is not None,
-            nodes=res.workers, gpus_per_node=res.gpus_per_worker, time_limit=s.time_limit, exclusive=s.exclusive,
-            output=f"{facts.run_root}/slurm-%j.out", run_root=facts.run_root,
-            # pyxis takes enroot's registry#image form without the docker:// scheme
-            container_image=s.container.image or pins.enroot_uri.removeprefix("docker://"),
-            container_mounts=",".join(s.container.mounts),
-            default_master_port=DEFAULT_MASTER_PORT,
-        )
-    if spec.platform == "kubernetes":
-        k = spec.kubernetes
-        return KubeJob(
-            name=spec.name, namespace=k.namespace, runtime=k.runtime, nodes=res.workers,
-            gpus_per_node=res.gpus_per_worker, image=pins.kubernetes_image, claim=k.volume.claim,
-            mount_path=facts.mount_path, queue=k.queue, active_deadline_seconds=k.active_deadline_seconds,
-        )
-    return AIStudioJob(
-        name=spec.name, image=pins.job_image, workers=res.workers, gpus_per_worker=res.gpus_per_worker,
-        worker_flavor=res.worker_flavor, rdma=res.rdma, slow_training_detection=res.slow_training_detection,
-        mount_path=facts.mount_path,
-    )
+    return StepRequest(kind="train", name=spec.name, nodes=res.workers, gpus_per_node=res.gpus_per_worker,
+                       flavor=res.worker_flavor, rdma=res.rdma, slow_training_detection=res.slow_training_detection,
+                       run_root=facts.run_root, mount_path=facts.mount_path, script=LAUNCH)
+
+
+def engine_step(adapter: Engine, request: StepRequest, spec: Any, pins: ImagePins,
+                before: tuple[Artifact, ...], after: tuple[Artifact, ...] = (), **values: Any) -> Step:
+    """A step run as a job of the spec's engine: its artifacts with the engine's job document
+    (which carries the step's script) after `before`, and the job."""
+    document = adapter.document(request.kind)
+    artifacts = before + (Artifact(document.file, document.template, embeds=request.script),) + after
+    return Step(kind=request.kind, artifacts=artifacts, job=adapter.job(request, spec, pins), **values)
 
 
 def _steps_report(spec: Any, facts: Facts, steps: tuple[Step, ...]) -> tuple[ReportSection, ...]:
@@ -109,18 +89,10 @@ def _steps_report(spec: Any, facts: Facts, steps: tuple[Step, ...]) -> tuple[Rep
     described = []
     for step in runs:
         job = step.job
-        if job is None:  # a script the engine runs as a job of its own
-            described.append((step.kind, f"{step.artifacts[0].file}: run it as a job of its own on {spec.platform}"
-                                         + (" (one GPU)" if step.kind == "convert" else " (CPUs)")))
-            continue
+        assert job is not None  # every step but the image runs as a job of the spec's engine
         runner = next(a.embeds for a in step.artifacts if a.embeds is not None)
         document = next(a.file for a in step.artifacts if a.embeds is not None)
-        if isinstance(job, AIStudioJob):
-            gpus = f"{job.workers} worker(s) × {job.gpus_per_worker} GPU(s)" if job.gpus_per_worker else "1 worker, CPUs only"
-            gpus += f", flavor {job.worker_flavor}" if job.worker_flavor else ""
-        else:
-            gpus = f"{job.nodes} node(s) × {job.gpus_per_node} GPU(s)"
-        described.append((step.kind, f"{runner} as {document} ({gpus})"))
+        described.append((step.kind, f"{runner} as {document} ({job.describe()})"))
     rows = data_rows(spec, facts, vocab_size(spec.training)) if facts.prepared else ()
     return (steps_section(tuple(described), rows),)
 
@@ -139,7 +111,7 @@ def _bridge_install(spec: Any) -> tuple[str, ...]:
     return ("pip", "install", "--no-cache-dir") + BRIDGE_REQUIREMENTS[spec.init_from.bridge]
 
 
-def pinning(spec: Any, lock: Lock | None, spec_display: str) -> str:
+def pinning(spec: Any, lock: Lock | None, spec_display: str, document: str) -> str:
     """How the base image is pinned, for the report."""
     if lock is None:
         return f"{spec.image.base}: unpinned (a tag can move): run `{TOOL} lock {spec_display}`"
@@ -147,7 +119,7 @@ def pinning(spec: Any, lock: Lock | None, spec_display: str) -> str:
     text = (f"{base.reference} pinned to {base.digest} for {base.platform} ({lock_path(spec_display)}, "
             f"resolved {base.resolved_at} with {base.resolved_with})")
     if lock.built is None:
-        text += f"; job.json names the built image by its tag until `{TOOL} lock --record-built {spec_display}`"
+        text += f"; {document} names the built image by its tag until `{TOOL} lock --record-built {spec_display}`"
     return text
 
 
@@ -169,7 +141,7 @@ def _pretrain_plan(spec: Any, facts: Facts) -> PretrainPlan | None:
     )
 
 
-def _launch_plan(spec: Any, facts: Facts, pretrain: PretrainPlan | None) -> LaunchPlan:
+def _launch_plan(spec: Any, facts: Facts, pretrain: PretrainPlan | None, adapter: Engine) -> LaunchPlan:
     res, par = spec.resources, spec.parallelism
     assert facts.run_root is not None and facts.script is not None
     multi = res.workers > 1
@@ -201,10 +173,8 @@ def _launch_plan(spec: Any, facts: Facts, pretrain: PretrainPlan | None) -> Laun
         # that communication kernels are queued ahead of the compute they overlap with.
         env.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
     resume = spec.training.resume or (pretrain is not None and spec.training.checkpoint.resume)
-    platform = spec.platform
     return LaunchPlan(
-        datasets_dir=Word((Var("MEGATRON_ROOT"), "/" + DATASETS_DIR)),
-        on_aistudio=platform == "aistudio", on_slurm=platform == "slurm", on_kubernetes=platform == "kubernetes",
+        datasets_dir=Word((Var("MEGATRON_ROOT"), "/" + DATASETS_DIR)), node_env=adapter.node_env,
         expected_gpus=res.gpus_per_worker, expected_nodes=res.workers, multi_worker=multi,
         default_master_port=DEFAULT_MASTER_PORT, log_dir=log_dir,
         log_dir_shown=log_dir.as_text().replace("$RUN_ROOT", facts.run_root), torchrun=torchrun,
@@ -245,31 +215,36 @@ def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | Non
         root=root,
     )
     groups = layout.rank_groups()
+    adapter = facts.engine
     pretrain = _pretrain_plan(spec, facts)
-    launch = _launch_plan(spec, facts, pretrain)
+    launch = _launch_plan(spec, facts, pretrain, adapter)
     verify = verify_plan(spec, layout, groups, pretrain, facts.is_bounded_example, facts.run_root,
                          facts.prepared or (), facts.converted)
-    job = _platform_job(spec, facts, pins)
     prepare = prepare_plan(spec, facts)
     prepare_steps: tuple[Step, ...] = ()
     if prepare is not None:
-        prepare_steps = (Step(kind="prepare", artifacts=PREPARE_ARTIFACTS, prepare=prepare,
-                              verify=prepare_verify_plan(facts.prepared or (), spec.training.data.tokenizer,
-                                                         prepare.output_dir),
-                              job=prepare_job(spec, pins.job_image, facts.mount_path)),)
-    before, after = init_steps(spec, init_plan(spec, facts), pins.job_image, facts.mount_path)
+        prepare_verify = prepare_verify_plan(facts.prepared or (), spec.training.data.tokenizer, prepare.output_dir)
+        prepare_steps = (engine_step(adapter, prepare_request(spec, facts.run_root, facts.mount_path, PREPARE), spec,
+                                     pins, (Artifact(PREPARE, "prepare.sh.j2"),),
+                                     (Artifact("verify-prepare.sh", "verify.sh.j2"),),
+                                     prepare=prepare, verify=prepare_verify),)
+    before, after = init_steps(spec, init_plan(spec, facts), facts.run_root, facts.mount_path,
+                               lambda request, plan: engine_step(adapter, request, spec, pins,
+                                                                 (Artifact(request.script, request.script + ".j2"),),
+                                                                 init=plan))
+    train = engine_step(adapter, _train_request(spec, facts), spec, pins, (),
+                        (Artifact(LAUNCH, "launch.sh.j2"), Artifact("verify.sh", "verify.sh.j2")),
+                        launch=launch, verify=verify, pretrain=pretrain)
     steps = (
         # regctl only adds files to a copy of the base: an image that pip-installs Bridge is built by buildx.sh
         (Step(kind="image", artifacts=IMAGE_ARTIFACTS[:2] if spec.init_from is not None else IMAGE_ARTIFACTS),)
-        + before + prepare_steps
-        + (Step(kind="train", artifacts=TRAIN_ARTIFACTS_BY_PLATFORM[spec.platform], launch=launch, verify=verify,
-                pretrain=pretrain, job=job),) + after
+        + before + prepare_steps + (train,) + after
     )
     return Plan(
-        header=header, name=spec.name, world_size=layout.world, run_root=facts.run_root, platform=PLATFORM,
+        header=header, name=spec.name, world_size=layout.world, run_root=facts.run_root, platform=spec.platform,
         image=image, megatron=megatron, parallel=layout, groups=groups, worker_ranks=layout.ranks_per_worker(),
         dockerfile_copy=("Megatron-LM", root), steps=steps,
-        report=report(spec, facts, groups, launch, pins.job_image, pretrain, pinning(spec, lock, spec_display))
+        report=report(spec, facts, groups, launch, pins.job_image, pretrain, pinning(spec, lock, spec_display, train.artifacts[0].file))
         + time_section(pretrain) + _steps_report(spec, facts, steps),
         summary=SUMMARY_ARTIFACTS,
     )

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Callable
 
 from ..check.facts import Facts
 from ..megatron.runfiles import CHECKPOINT_DIR
-from ..platform.aistudio import AIStudioJob
-from .types import Artifact, InitPlan, Step
+from ..platform.engine import StepRequest
+from .types import InitPlan, Step
 
 
 def config_digest(config: dict[str, Any]) -> str:
@@ -30,25 +30,19 @@ def init_plan(spec: Any, facts: Facts) -> InitPlan | None:
     )
 
 
-def _job(spec: Any, image: str, mount: str, kind: str, gpus: int) -> AIStudioJob:
-    return AIStudioJob(name=f"{spec.name}-{kind}"[:63], image=image, workers=1, gpus_per_worker=gpus,
-                       worker_flavor=spec.resources.worker_flavor if gpus else None, rdma=False,
-                       slow_training_detection=False, mount_path=mount)
-
-
-def init_steps(spec: Any, plan: InitPlan | None, image: str, mount: str) -> tuple[tuple[Step, ...], tuple[Step, ...]]:
-    """(the steps before training, the steps after it). AIStudio gets a job document per step; the
-    other engines run the scripts as jobs of their own (the report says how)."""
+def init_steps(spec: Any, plan: InitPlan | None, run_root: str, mount: str,
+               engine_step: Callable[[StepRequest, InitPlan], Step]) -> tuple[tuple[Step, ...], tuple[Step, ...]]:
+    """(the steps before training, the steps after it), each a job of the spec's engine on one node
+    (`engine_step` makes the step of a request): convert on one GPU, download and export on CPUs."""
     if plan is None:
         return (), ()
-    documents = spec.platform == "aistudio"
 
     def step(kind: str, gpus: int) -> Step:
-        artifacts: tuple[Artifact, ...] = (Artifact(f"{kind}.sh", f"{kind}.sh.j2"),)
-        if documents:
-            artifacts += (Artifact(f"job-{kind}.json", None, embeds=f"{kind}.sh"),)
-        return Step(kind=kind, artifacts=artifacts, init=plan, job=_job(spec, image, mount, kind, gpus) if documents
-                    else None)
+        request = StepRequest(kind=kind, name=f"{spec.name}-{kind}"[:63], nodes=1, gpus_per_node=gpus,
+                              flavor=spec.resources.worker_flavor if gpus else None, rdma=False,
+                              slow_training_detection=False, run_root=run_root, mount_path=mount,
+                              script=f"{kind}.sh")
+        return engine_step(request, plan)
 
     before = ((step("download", 0),) if plan.modelscope else ()) + (step("convert", 1),)
     after = (step("export", 0),) if plan.export else ()

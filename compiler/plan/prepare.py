@@ -8,7 +8,7 @@ from typing import Any
 from ..check.facts import Facts
 from ..megatron.data import PREPROCESS_SCRIPT, Prefix, tokenizer_record
 from ..megatron.flags import tokenizer_flags
-from ..platform.aistudio import AIStudioJob
+from ..platform.engine import StepRequest
 from ..schema.record import Overlay
 from .build_words import flag_words
 from .shell import Var, Word
@@ -50,10 +50,8 @@ def prepare_plan(spec: Any, facts: Facts) -> PreparePlan | None:
                        manifest=tokenizer_record(data.tokenizer), count_probe=COUNT_PROBE)
 
 
-def prepare_job(spec: Any, image: str, mount: str) -> AIStudioJob:
-    """The preparation's own AIStudio job: one worker, CPUs and the shared storage, no GPU."""
-    return AIStudioJob(
-        name=f"{spec.name}-prepare"[:63], image=image, workers=1, gpus_per_worker=0,
-        worker_flavor=spec.training.data.prepare.flavor, rdma=False, slow_training_detection=False,
-        mount_path=mount,
-    )
+def prepare_request(spec: Any, run_root: str, mount: str, script: str) -> StepRequest:
+    """What the preparation asks of the engine: one node, CPUs and the shared storage, no GPU."""
+    return StepRequest(kind="prepare", name=f"{spec.name}-prepare"[:63], nodes=1, gpus_per_node=0,
+                       flavor=spec.training.data.prepare.flavor, rdma=False, slow_training_detection=False,
+                       run_root=run_root, mount_path=mount, script=script)

@@ -6,9 +6,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..megatron.flags import Flag
 from ..megatron.parallel import ParallelLayout, RankLayout
-from ..platform.aistudio import AIStudioJob
-from ..platform.kubernetes import KubeJob
-from ..platform.slurm import SlurmJob
+from ..platform.engine import Job, NodeEnv
 from .shell import Word
 
 if TYPE_CHECKING:
@@ -58,9 +56,7 @@ class MegatronPlan(NamedTuple):
 
 
 class LaunchPlan(NamedTuple):
-    on_aistudio: bool  # the platform block: where the node count, rank and rendezvous come from
-    on_slurm: bool
-    on_kubernetes: bool
+    node_env: NodeEnv  # the engine's: where the node count, rank and rendezvous come from
     datasets_dir: Word  # "$MEGATRON_ROOT/megatron/core/datasets": where the C++ dataset helper is built
     expected_gpus: int
     expected_nodes: int
@@ -156,7 +152,12 @@ class Step(NamedTuple):
     pretrain: PretrainPlan | None = None
     prepare: PreparePlan | None = None
     init: InitPlan | None = None
-    job: AIStudioJob | SlurmJob | KubeJob | None = None  # the platform job that runs the step
+    job: Job | None = None  # the engine's job that runs the step (platform/engine.py)
+
+    @property
+    def document(self) -> str:
+        """The file of the step's job document: the artifact that carries the step's script."""
+        return next(a.file for a in self.artifacts if a.embeds is not None)
 
 
 class Plan(NamedTuple):
@@ -164,7 +165,7 @@ class Plan(NamedTuple):
     name: str
     world_size: int
     run_root: str
-    platform: str
+    platform: str  # the engine's name (the spec's `platform:`)
     image: ImagePlan
     megatron: MegatronPlan
     parallel: ParallelLayout
@@ -181,7 +182,7 @@ class Plan(NamedTuple):
         return next(step for step in self.steps if step.kind == "train")
 
     @property
-    def job(self) -> AIStudioJob | SlurmJob | KubeJob:
+    def job(self) -> Job:
         """The training job."""
         job = self.train.job
         assert job is not None

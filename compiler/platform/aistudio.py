@@ -1,4 +1,4 @@
-"""AIStudio: what the platform allows and how a training step becomes its job document.
+"""AIStudio: what the platform allows and how a step becomes its job document (the engine adapter).
 
 The job document (job.json) is our own description of what AIStudio's creation page asks for; its
 field names and order are those of aistudio_schema.AIStudioJob, which generates
@@ -8,9 +8,10 @@ dicts so that pydantic's model machinery stays off the compile path.
 
 from __future__ import annotations
 
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, Iterator, NamedTuple
 
-PLATFORM = "aistudio"
+from .engine import DEFAULT_MASTER_PORT, Document, DocumentFile, EngineFacts, EnvParam, Finding, NodeEnv, StepRequest
+from .images import ImagePins
 
 # AIStudio refuses these mount points and anything below them.
 RESERVED_MOUNTS = (
@@ -20,17 +21,26 @@ RESERVED_MOUNTS = (
 # Public data sets, mounted read-only in every job.
 READ_ONLY_DATA = "/infini-data"
 
-# Names the generated launch command sets or reads itself; a spec's env must not shadow them.
-RESERVED_ENV = frozenset({
-    "RUN_ROOT", "MEGATRON_ROOT", "MEGATRON_COMMIT", "PYTHONPATH", "PATH", "NNODES", "NODE_RANK",
-    "GPUS_PER_NODE", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-    "EXPECTED_GPUS", "EXPECTED_NNODES", "LOG_DIR", "TRAIN_LOG",
-})
-
 JOB_SCHEMA_ID = "aistudio-job.schema.json"
 JOB_DOCUMENT_VERSION: Final = 1
 GENERATED_NOTICE = "Generated file: do not edit; change the spec and regenerate."
 JOB_FILE = "job.json"
+
+NODE_ENV = NodeEnv(
+    note=("The AIStudio launch command: paste it into the job's start command (job.json carries it too).",),
+    comment=(
+        "AIStudio's PyTorch DDP framework injects the worker count as WORLD_SIZE and this worker's index",
+        "as RANK. They are read into names of our own and checked against the spec; torchrun gives each",
+        "process its own WORLD_SIZE and RANK, so the platform's values are not passed on.",
+    ),
+    shown_names=(),
+    nnodes=EnvParam("WORLD_SIZE", "AIStudio WORLD_SIZE is required", True),
+    node_rank=EnvParam("RANK", "AIStudio RANK is required", True),
+    master_addr=EnvParam("MASTER_ADDR", "AIStudio MASTER_ADDR is required", True),
+    master_port=EnvParam("MASTER_PORT", str(DEFAULT_MASTER_PORT), False),
+    nodes_named="WORLD_SIZE", rank_named="RANK", unit="worker", unset=("WORLD_SIZE", "RANK"),
+    task_count=None, task_count_shown=None, task_hint="",
+)
 
 
 class AIStudioJob(NamedTuple):
@@ -50,8 +60,46 @@ class AIStudioJob(NamedTuple):
         """The platform's framework choice: one worker runs `single`, several `pytorch_ddp`."""
         return "pytorch_ddp" if self.workers > 1 else "single"
 
+    def describe(self) -> str:
+        """Workers, GPUs and flavor, for plan.md's Steps section."""
+        text = (f"{self.workers} worker(s) × {self.gpus_per_worker} GPU(s)" if self.gpus_per_worker
+                else "1 worker, CPUs only")
+        return text + (f", flavor {self.worker_flavor}" if self.worker_flavor else "")
 
-def job_document(job: AIStudioJob, generated_by: dict[str, Any], launch_text: str) -> dict[str, Any]:
+
+class AIStudio:
+    """The AIStudio engine adapter (engine.Engine)."""
+
+    name: str = "aistudio"
+    title: str = "AIStudio"
+    section: str | None = None  # resources and storage are AIStudio's own terms: no section of its own
+    node_env: NodeEnv = NODE_ENV
+    read_only_data: tuple[str, ...] = (READ_ONLY_DATA,)
+    reserved_mounts: tuple[str, ...] = RESERVED_MOUNTS
+    watches_step_time: bool = True
+
+    def document(self, kind: str) -> DocumentFile:
+        return DocumentFile(JOB_FILE if kind == "train" else f"job-{kind}.json", None)
+
+    def job(self, request: StepRequest, spec: Any, pins: ImagePins) -> AIStudioJob:
+        return AIStudioJob(
+            name=request.name, image=pins.job_image, workers=request.nodes, gpus_per_worker=request.gpus_per_node,
+            worker_flavor=request.flavor, rdma=request.rdma, slow_training_detection=request.slow_training_detection,
+            mount_path=request.mount_path,
+        )
+
+    def render(self, job: AIStudioJob, header: tuple[str, ...], generated_by: dict[str, str],
+               script: str) -> Document:
+        return Document("json", (), job_document(job, generated_by, script))
+
+    def check(self, section: Any, facts: EngineFacts) -> Iterator[Finding]:
+        return iter(())
+
+
+ENGINE = AIStudio()
+
+
+def job_document(job: AIStudioJob, generated_by: dict[str, str], launch_text: str) -> dict[str, Any]:
     """The AIStudio job document for a job, the header fields and its rendered launch command."""
     return {
         "document_version": JOB_DOCUMENT_VERSION,

@@ -1,5 +1,6 @@
 """Kubernetes with Kubeflow Trainer v2 (trainer.kubeflow.org/v1alpha1 TrainJob on a
-ClusterTrainingRuntime): names the API server accepts, and the TrainJob a training step becomes.
+ClusterTrainingRuntime): names the API server accepts, and the TrainJob a step becomes (the engine
+adapter).
 
 The torch runtime sets PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR and PET_MASTER_PORT in the trainer's
 `node` container (kubeflow/trainer v2.3.0 pkg/runtime/framework/plugins/torch/torch.go); v2.3.0 has
@@ -10,9 +11,11 @@ replicated job (docs/engines.md; tests/kube_schema.py validates against the CRD)
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
-PLATFORM = "kubernetes"
+from .engine import Document, DocumentFile, EngineFacts, EnvParam, Finding, NodeEnv, StepRequest
+from .images import ImagePins
+
 TRAINJOB_FILE = "trainjob.yaml"
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 PATCH_MANAGER = "megatron-compile/kubernetes"  # the Trainer webhook wants a domain-like manager name
@@ -21,10 +24,28 @@ DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 
+NODE_ENV = NodeEnv(
+    note=("The Kubernetes launch command: trainjob.yaml carries it as the trainer's command on every node.",),
+    comment=(
+        "Kubeflow Trainer's torch plugin (v2.3.0, pkg/runtime/framework/plugins/torch/torch.go) sets these",
+        "in the `node` container: PET_NNODES (trainer.numNodes), PET_NODE_RANK (the pod's Job completion",
+        "index), PET_MASTER_ADDR (node 0's pod DNS name) and PET_MASTER_PORT (29500). They are read into",
+        "names of our own and checked against the spec; the flags below override torchrun's own PET_ reads.",
+    ),
+    shown_names=(("NODES_FROM", "PET_NNODES"), ("RANK_FROM", "PET_NODE_RANK")),
+    nnodes=EnvParam("PET_NNODES", "Kubeflow Trainer PET_NNODES is required", True),
+    node_rank=EnvParam("PET_NODE_RANK", "Kubeflow Trainer PET_NODE_RANK is required", True),
+    master_addr=EnvParam("PET_MASTER_ADDR", "Kubeflow Trainer PET_MASTER_ADDR is required", True),
+    master_port=EnvParam("PET_MASTER_PORT", "Kubeflow Trainer PET_MASTER_PORT is required", True),
+    nodes_named="$NODES_FROM", rank_named="$RANK_FROM", unit="node", unset=(),
+    task_count=None, task_count_shown=None, task_hint="",
+)
+
 
 class KubeJob(NamedTuple):
-    """What trainjob.yaml says, as the plan derives it."""
+    """What trainjob.yaml (or a step's trainjob-KIND.yaml) says, as the plan derives it."""
 
+    file: str
     name: str
     namespace: str | None
     runtime: str
@@ -35,6 +56,61 @@ class KubeJob(NamedTuple):
     mount_path: str
     queue: str | None
     active_deadline_seconds: int | None
+
+    def describe(self) -> str:
+        """Nodes and GPUs, for plan.md's Steps section."""
+        if not self.gpus_per_node:
+            return f"{self.nodes} node(s), CPUs only"
+        return f"{self.nodes} node(s) × {self.gpus_per_node} GPU(s)"
+
+
+class Kubernetes:
+    """The Kubernetes (Kubeflow Trainer) engine adapter (engine.Engine)."""
+
+    name: str = "kubernetes"
+    title: str = "Kubernetes"
+    section: str | None = "kubernetes"
+    node_env: NodeEnv = NODE_ENV
+    read_only_data: tuple[str, ...] = ()
+    reserved_mounts: tuple[str, ...] = ()
+    watches_step_time: bool = False
+
+    def document(self, kind: str) -> DocumentFile:
+        return DocumentFile(TRAINJOB_FILE if kind == "train" else f"trainjob-{kind}.yaml", None)
+
+    def job(self, request: StepRequest, spec: Any, pins: ImagePins) -> KubeJob:
+        k = spec.kubernetes
+        return KubeJob(
+            file=self.document(request.kind).file, name=request.name, namespace=k.namespace, runtime=k.runtime,
+            nodes=request.nodes, gpus_per_node=request.gpus_per_node, image=pins.kubernetes_image,
+            claim=k.volume.claim, mount_path=request.mount_path, queue=k.queue,
+            active_deadline_seconds=k.active_deadline_seconds,
+        )
+
+    def render(self, job: KubeJob, header: tuple[str, ...], generated_by: dict[str, str],
+               script: str) -> Document:
+        comments, body = trainjob_document(job, list(header), script)
+        return Document("yaml", tuple(comments), body)
+
+    def check(self, section: Any, facts: EngineFacts) -> Iterator[Finding]:
+        name = facts.name
+        if name is not None and not is_label(name):
+            yield Finding("kubernetes-name", f"name ({name}) is not an RFC 1123 label, which the TrainJob's "
+                          "name and its pods' names must be", ("name",), "end it with a letter or digit")
+        checks = (("namespace", section.namespace, is_label, "an RFC 1123 label"),
+                  ("runtime", section.runtime, is_subdomain, "an RFC 1123 subdomain"),
+                  ("queue", section.queue, is_label_value, "a label value"))
+        for field, value, ok, what in checks:
+            if value is not None and not ok(value):
+                yield Finding("kubernetes-name", f"kubernetes.{field} ({value}) is not {what}",
+                              ("kubernetes", field), "lowercase letters, digits and '-', alphanumeric at both ends")
+        if not is_subdomain(section.volume.claim):
+            yield Finding("kubernetes-name", f"kubernetes.volume.claim ({section.volume.claim}) is not an RFC 1123 "
+                          "subdomain, which a PersistentVolumeClaim's name is", ("kubernetes", "volume", "claim"),
+                          "lowercase letters, digits, '-' and '.'")
+
+
+ENGINE = Kubernetes()
 
 
 def is_label(name: str) -> bool:
@@ -66,13 +142,11 @@ def trainjob_document(job: KubeJob, header: list[str], launch_text: str) -> tupl
     }
     if job.active_deadline_seconds is not None:
         spec["activeDeadlineSeconds"] = job.active_deadline_seconds
-    spec["trainer"] = {
-        "numNodes": job.nodes,
-        "numProcPerNode": job.gpus_per_node,
-        "image": job.image,
-        "resourcesPerNode": {"limits": {"nvidia.com/gpu": job.gpus_per_node}},
-        "command": ["bash", "-c", launch_text],
-    }
+    trainer: dict[str, Any] = {"numNodes": job.nodes, "numProcPerNode": max(job.gpus_per_node, 1), "image": job.image}
+    if job.gpus_per_node:  # a step on CPUs (prepare, download, export) asks for no GPU
+        trainer["resourcesPerNode"] = {"limits": {"nvidia.com/gpu": job.gpus_per_node}}
+    trainer["command"] = ["bash", "-c", launch_text]
+    spec["trainer"] = trainer
     container = {"name": "node", "volumeMounts": [{"name": "shared", "mountPath": job.mount_path},
                                                  {"name": "dshm", "mountPath": "/dev/shm"}]}
     pod = {"containers": [container], "volumes": [
@@ -82,7 +156,7 @@ def trainjob_document(job: KubeJob, header: list[str], launch_text: str) -> tupl
     spec["runtimePatches"] = [{"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {
         "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": pod}}}}]}}}}]
     comments = header + [
-        f"The Kubeflow Trainer TrainJob: `kubectl apply -f {TRAINJOB_FILE}`"
+        f"The Kubeflow Trainer TrainJob: `kubectl apply -f {job.file}`"
         + (f" (namespace {job.namespace})" if job.namespace else "") + f"; the PersistentVolumeClaim {job.claim}",
         f"is the shared storage at {job.mount_path}; verify.sh checks the run root from any pod that mounts it.",
     ]

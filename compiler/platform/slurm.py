@@ -1,4 +1,4 @@
-"""Slurm with pyxis/enroot: what sbatch accepts, and the batch job a training step becomes.
+"""Slurm with pyxis/enroot: what sbatch accepts, and the batch job a step becomes (the engine adapter).
 
 sbatch(1) --time: "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours",
 "days-hours:minutes" and "days-hours:minutes:seconds"; 0 or UNLIMITED for none. One task per node
@@ -9,18 +9,41 @@ torchrun's rendezvous (docs/engines.md).
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import Any, Iterator, NamedTuple
 
-PLATFORM = "slurm"
+from .engine import DEFAULT_MASTER_PORT, Document, DocumentFile, EngineFacts, EnvParam, Finding, NodeEnv, StepRequest
+from .images import ImagePins
+
 BATCH_FILE = "job.sbatch"
+BATCH_TEMPLATE = "job.sbatch.j2"
 TIME_LIMIT = re.compile(r"(?:[0-9]+|[0-9]+:[0-9]{1,2}|[0-9]+:[0-9]{1,2}:[0-9]{1,2}|[0-9]+-[0-9]+"
                         r"|[0-9]+-[0-9]+:[0-9]{1,2}|[0-9]+-[0-9]+:[0-9]{1,2}:[0-9]{1,2}|UNLIMITED|unlimited|infinite)")
 LAUNCH_DELIMITER = "LAUNCH_SH"  # the quoted here-document that carries launch.sh in job.sbatch
 
 
-class SlurmJob(NamedTuple):
-    """What job.sbatch says, as the plan derives it."""
+NODE_ENV = NodeEnv(
+    note=("The Slurm launch command: job.sbatch carries it and srun runs it once on every node, in the image.",),
+    comment=(
+        "Slurm starts one task of this script on every node (srun --ntasks-per-node=1): SLURM_NNODES is",
+        "the step's node count, SLURM_NODEID this node's index in it, SLURM_NTASKS the step's task count.",
+        "job.sbatch exports MASTER_ADDR (the allocation's first node, which is node 0) and MASTER_PORT:",
+        "the image has no scontrol to ask.",
+    ),
+    shown_names=(("NODES_FROM", "SLURM_NNODES"), ("RANK_FROM", "SLURM_NODEID")),
+    nnodes=EnvParam("SLURM_NNODES", "Slurm SLURM_NNODES is required: start this with srun from job.sbatch", True),
+    node_rank=EnvParam("SLURM_NODEID", "Slurm SLURM_NODEID is required: start this with srun from job.sbatch", True),
+    master_addr=EnvParam("MASTER_ADDR", "job.sbatch exports MASTER_ADDR", True),
+    master_port=EnvParam("MASTER_PORT", str(DEFAULT_MASTER_PORT), False),
+    nodes_named="$NODES_FROM", rank_named="$RANK_FROM", unit="node", unset=(),
+    task_count=EnvParam("SLURM_NTASKS", "", False), task_count_shown=EnvParam("SLURM_NTASKS", "no", False),
+    task_hint="srun --ntasks-per-node=1",
+)
 
+
+class SlurmJob(NamedTuple):
+    """What job.sbatch (or a step's job-KIND.sbatch) says, as the plan derives it."""
+
+    file: str  # job.sbatch, job-prepare.sbatch, …
     name: str
     partition: str
     account: str | None
@@ -34,6 +57,73 @@ class SlurmJob(NamedTuple):
     container_image: str
     container_mounts: str  # pyxis's comma-separated list
     default_master_port: int
+    rendezvous: bool  # the training step: node 0's address is exported for torchrun's rendezvous
+    script: str  # the script it carries: launch.sh, prepare.sh, …
+
+    @property
+    def has_gpus(self) -> bool:
+        return self.gpus_per_node > 0
+
+    @property
+    def script_stem(self) -> str:
+        return self.script.removesuffix(".sh")
+
+    @property
+    def exit_format(self) -> str:
+        """printf's format of the job's last line."""
+        return self.file + ": srun exited with status %s\\n"
+
+    def describe(self) -> str:
+        """Nodes and GPUs, for plan.md's Steps section."""
+        if not self.gpus_per_node:
+            return f"{self.nodes} node(s), CPUs only"
+        return f"{self.nodes} node(s) × {self.gpus_per_node} GPU(s)"
+
+
+class Slurm:
+    """The Slurm engine adapter (engine.Engine)."""
+
+    name: str = "slurm"
+    title: str = "Slurm"
+    section: str | None = "slurm"
+    node_env: NodeEnv = NODE_ENV
+    read_only_data: tuple[str, ...] = ()
+    reserved_mounts: tuple[str, ...] = ()
+    watches_step_time: bool = False
+
+    def document(self, kind: str) -> DocumentFile:
+        return DocumentFile(BATCH_FILE if kind == "train" else f"job-{kind}.sbatch", BATCH_TEMPLATE)
+
+    def job(self, request: StepRequest, spec: Any, pins: ImagePins) -> SlurmJob:
+        s = spec.slurm
+        return SlurmJob(
+            file=self.document(request.kind).file, name=request.name, partition=s.partition, account=s.account,
+            has_account=s.account is not None, nodes=request.nodes, gpus_per_node=request.gpus_per_node,
+            time_limit=s.time_limit, exclusive=s.exclusive, output=f"{request.run_root}/slurm-%j.out",
+            run_root=request.run_root,
+            # pyxis takes enroot's registry#image form without the docker:// scheme
+            container_image=s.container.image or pins.enroot_uri.removeprefix("docker://"),
+            container_mounts=",".join(s.container.mounts), default_master_port=DEFAULT_MASTER_PORT,
+            rendezvous=request.kind == "train", script=request.script,
+        )
+
+    def render(self, job: SlurmJob, header: tuple[str, ...], generated_by: dict[str, str],
+               script: str) -> Document:
+        raise AssertionError("job.sbatch is rendered from its template")
+
+    def check(self, section: Any, facts: EngineFacts) -> Iterator[Finding]:
+        if not TIME_LIMIT.fullmatch(section.time_limit):
+            yield Finding("slurm-time-limit", f"slurm.time_limit ({section.time_limit}) is not a time sbatch reads",
+                          ("slurm", "time_limit"),
+                          "write minutes, hours:minutes:seconds or days-hours:minutes:seconds, e.g. 04:00:00")
+        mount = facts.mount_path
+        if mount is not None and mount not in mount_destinations(list(section.container.mounts)):
+            yield Finding("slurm-mount", f"slurm.container.mounts does not mount the shared storage at "
+                          f"storage.mount_path ({mount}), so the run root would be lost with the container",
+                          ("slurm", "container"), f"add a mount SRC:{mount}, SRC being the cluster's shared file system")
+
+
+ENGINE = Slurm()
 
 
 def mount_destinations(mounts: list[str]) -> list[str]:

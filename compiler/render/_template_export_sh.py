@@ -16,24 +16,32 @@ def root(context, missing=missing):
         def t_1(*unused):
             raise TemplateRuntimeError("No filter named 'comment' found.")
     try:
-        t_2 = environment.filters['sh']
+        t_2 = environment.filters['comment_text']
     except KeyError:
         @internalcode
         def t_2(*unused):
+            raise TemplateRuntimeError("No filter named 'comment_text' found.")
+    try:
+        t_3 = environment.filters['sh']
+    except KeyError:
+        @internalcode
+        def t_3(*unused):
             raise TemplateRuntimeError("No filter named 'sh' found.")
     pass
     yield '#!/usr/bin/env bash\n'
     yield str(environment.finalize(t_1(environment.getattr((undefined(name='plan') if l_0_plan is missing else l_0_plan), 'header'))))
-    yield "\n#\n# The export job after training (job-export.json; CPUs): the run's last checkpoint back to Hugging\n# Face weights through Megatron Bridge. The model is built from the Hugging Face config the\n# training flags derive from and loaded with Bridge's own weight loader: Bridge v0.5.1's export_ckpt\n# cannot read a Megatron-LM-trained checkpoint (it looks for run_config.yaml and a model type).\n# Writes to a temporary directory and renames it into place; an existing export is kept.\nset -euo pipefail\n\nHF_DIR="
-    yield str(environment.finalize(t_2(environment.getattr(environment.getattr((undefined(name='step') if l_0_step is missing else l_0_step), 'init'), 'hf_path'))))
+    yield '\n#\n# The export job after training ('
+    yield str(environment.finalize(t_2(environment.getattr((undefined(name='step') if l_0_step is missing else l_0_step), 'document'))))
+    yield "; CPUs): the run's last checkpoint back to Hugging\n# Face weights through Megatron Bridge. The model is built from the Hugging Face config the\n# training flags derive from and loaded with Bridge's own weight loader: Bridge v0.5.1's export_ckpt\n# cannot read a Megatron-LM-trained checkpoint (it looks for run_config.yaml and a model type).\n# Writes to a temporary directory and renames it into place; an existing export is kept.\nset -euo pipefail\n\nHF_DIR="
+    yield str(environment.finalize(t_3(environment.getattr(environment.getattr((undefined(name='step') if l_0_step is missing else l_0_step), 'init'), 'hf_path'))))
     yield '\nCHECKPOINT='
-    yield str(environment.finalize(t_2(environment.getattr(environment.getattr((undefined(name='step') if l_0_step is missing else l_0_step), 'init'), 'checkpoint'))))
+    yield str(environment.finalize(t_3(environment.getattr(environment.getattr((undefined(name='step') if l_0_step is missing else l_0_step), 'init'), 'checkpoint'))))
     yield '\nEXPORT='
-    yield str(environment.finalize(t_2(environment.getattr(environment.getattr((undefined(name='step') if l_0_step is missing else l_0_step), 'init'), 'export'))))
+    yield str(environment.finalize(t_3(environment.getattr(environment.getattr((undefined(name='step') if l_0_step is missing else l_0_step), 'init'), 'export'))))
     yield '\n\ndie() {\n  printf \'export.sh: %s\\n\' "$*" >&2\n  exit 1\n}\n\n[ ! -e "$EXPORT" ] || die "$EXPORT exists: not overwriting an earlier export"\n[ -s "$CHECKPOINT/latest_checkpointed_iteration.txt" ] || die "no checkpoint in $CHECKPOINT: train first"\nmkdir -p "${EXPORT%/*}"\ntmp=$(mktemp -d "${EXPORT%/*}/.export-XXXXXX")\ntrap \'rm -rf -- "$tmp"\' EXIT\ncat >"$tmp/export.py" <<\'PY\'\nimport importlib.util\nimport os\nimport sys\n\nimport torch\n\n\ndef main() -> None:\n    from megatron.bridge import AutoBridge\n    from megatron.bridge.training.checkpointing import _load_model_weights_from_checkpoint\n    from megatron.bridge.training.model_load_save import temporary_distributed_context\n\n    hf_dir, ckpt, out = sys.argv[1], sys.argv[2], sys.argv[3]\n    iteration = open(os.path.join(ckpt, "latest_checkpointed_iteration.txt")).read().strip()\n    iteration_dir = os.path.join(ckpt, "release" if iteration == "release" else f"iter_{int(iteration):07d}")\n    if not torch.cuda.is_available():  # Bridge\'s save reads the CUDA RNG state\n        torch.cuda.get_rng_state = torch.get_rng_state\n    bridge = AutoBridge.from_hf_pretrained(hf_dir)\n    provider = bridge.to_megatron_provider(load_weights=False)\n    if importlib.util.find_spec("transformer_engine") is None:\n        from megatron.bridge.models.gpt_provider import local_layer_spec\n\n        provider.transformer_layer_spec = local_layer_spec\n        provider.apply_rope_fusion = False\n        provider.persist_layer_norm = False\n    provider.perform_initialization = False\n    provider.finalize()\n    with temporary_distributed_context(backend="gloo"):\n        model = provider.provide_distributed_model(wrap_with_ddp=False, use_cpu_initialization=True)\n        _load_model_weights_from_checkpoint(iteration_dir, model)\n        bridge.save_hf_pretrained(model, out)\n    print("export.sh: exported", iteration_dir, "->", out, flush=True)\n\n\nif __name__ == "__main__":\n    main()\nPY\npython "$tmp/export.py" "$HF_DIR" "$CHECKPOINT" "$tmp/out"\nmv -- "$tmp/out" "$EXPORT"\nprintf \'export.sh: %s holds Hugging Face weights (transformers loads it with from_pretrained)\\n\' "$EXPORT"\n'
 
 blocks = {}
-debug_info = '2=26&11=28&12=30&13=32'
+debug_info = '2=32&4=34&11=36&12=38&13=40'
 
 # Generated by `python -m compiler.render.render` from templates/export.sh.j2: do not edit.
-KEY = 'cbe783fc051bc2d15ebf40ecd969ed552d3e45f0b3e1e876ae4634de7a9ee775'
+KEY = 'c51188a0dce348e5ee9d42b0a0d49ccb91782743ec0656577f29771aed08ada9'

@@ -15,6 +15,7 @@ from typing import Any, Iterable, cast
 import jinja2
 
 from ..plan.shell import Var, Word
+from ..platform.engine import EnvParam
 from ..plan.types import Header
 from ..schema.formats import CONTROL
 
@@ -116,6 +117,38 @@ def sh_name(value: str) -> Safe:
     return Safe(value)
 
 
+_PARAM_TEXT = re.compile(r"[^$`\\\"'}!]*")
+_DQ_TEXT = re.compile(r"(?:[^$`\\\"!]|\$[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def sh_param(param: EnvParam) -> Safe:
+    """An engine's variable as launch.sh reads it: ${NAME:?message} or ${NAME:-fallback}. The text
+    is the compiler's own, and refused if bash would expand or end anything in it."""
+    if not isinstance(param, EnvParam) or not _PARAM_TEXT.fullmatch(param.text):
+        raise TemplateSafetyError(f"not an engine variable with inert text: {param!r}")
+    _no_control(param.text, "a parameter expansion")
+    return Safe("${" + sh_name(param.source) + (":?" if param.required else ":-") + param.text + "}")
+
+
+def sh_names(names: Iterable[str]) -> Safe:
+    """Shell variable names separated by spaces (`unset A B`)."""
+    return Safe(" ".join(sh_name(n) for n in names))
+
+
+def dq_text(value: str) -> Safe:
+    """Text printed inside a double-quoted shell string: $NAME references and nothing else bash expands."""
+    if not isinstance(value, str) or not _DQ_TEXT.fullmatch(value):
+        raise TemplateSafetyError(f"not inert double-quoted text: {value!r}")
+    return Safe(_no_control(value, "a double-quoted string"))
+
+
+def comment_text(value: str) -> Safe:
+    """One line of a shell comment."""
+    if not isinstance(value, str) or "\n" in value:
+        raise TemplateSafetyError(f"not one comment line: {value!r}")
+    return Safe(_no_control(value, "a comment"))
+
+
 def comment(header: Header, prefix: str = "# ") -> Safe:
     """The generated-file header as comment lines."""
     lines = [prefix + _no_control(line, "a comment") for line in header.lines()]
@@ -173,7 +206,7 @@ def heredoc(text: str) -> Safe:
 QUOTING_FILTERS = {
     "sh": sh, "sh_word": sh_word, "sh_command": sh_command, "sh_inline": sh_inline, "sh_name": sh_name, "comment": comment,
     "docker_word": docker_word, "docker_str": docker_str, "docker_json": docker_json, "md": md, "md_code": md_code,
-    "heredoc": heredoc,
+    "heredoc": heredoc, "sh_param": sh_param, "sh_names": sh_names, "dq_text": dq_text, "comment_text": comment_text,
 }
 
 

@@ -28,8 +28,7 @@ import jinja2
 import yaml
 
 from .. import installation
-from ..platform.aistudio import AIStudioJob, job_document
-from ..platform.kubernetes import KubeJob, trainjob_document
+from ..platform.engines import engine
 from ..plan.types import Plan
 from ..schema.formats import CONTROL
 from .quoting import QUOTING_FILTERS, TemplateSafetyError, finalize
@@ -153,7 +152,7 @@ def _tidy(text: str) -> str:
     return text.replace("\r\n", "\n").rstrip("\n") + "\n"
 
 
-def _generated_by(plan: Plan) -> dict[str, Any]:
+def _generated_by(plan: Plan) -> dict[str, str]:
     h = plan.header
     return {"tool": h.tool, "version": h.version, "spec": h.spec, "spec_sha256": h.spec_sha256,
             "regenerate": h.regenerate}
@@ -180,11 +179,10 @@ def render(plan: Plan) -> dict[str, str]:
             if artifact.template is not None:
                 rendered[artifact.file] = _tidy(env.get_template(artifact.template).render(
                     plan=plan, step=step, embedded=embedded))
-            elif isinstance(step.job, KubeJob):
-                rendered[artifact.file] = to_yaml(*trainjob_document(step.job, list(plan.header.lines()), embedded))
             else:
-                assert isinstance(step.job, AIStudioJob)
-                rendered[artifact.file] = to_json(job_document(step.job, _generated_by(plan), embedded))
+                document = engine(plan.platform).render(step.job, plan.header.lines(), _generated_by(plan), embedded)
+                rendered[artifact.file] = (to_json(document.body) if document.format == "json"
+                                           else to_yaml(list(document.comments), document.body))
     return {name: rendered[name] for name in plan.artifacts}
 
 

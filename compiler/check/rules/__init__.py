@@ -11,7 +11,7 @@ from ..context import Rule, RuleContext
 from .args import check_raw_args
 from .data import check_prepare_paths, check_prepare_tokenizer
 from .init import check_init_contradictions, check_init_from, check_model_fields
-from .platform import check_kubernetes, check_platform_sections, check_slurm
+from .platform import check_engine, check_platform_sections
 from .megatron import (
     check_distributed_optimizer_resume, check_duplicate_flags, check_megatron_batch, check_megatron_data,
     check_megatron_model, check_megatron_optimizer, check_megatron_pipeline, check_memory, check_pretrain_sections,
@@ -55,8 +55,7 @@ RULES: tuple[Rule, ...] = (
     Rule("missing-key", ("training",), check_model_fields),
     Rule("init-from", ("init_from", "training"), check_init_from),
     Rule("init-from-contradiction", ("init_from", "training"), check_init_contradictions),
-    Rule("slurm-time-limit", ("slurm",), check_slurm),
-    Rule("kubernetes-name", ("kubernetes",), check_kubernetes),
+    Rule("engine", (), check_engine),
     Rule("tokenizer-files", ("training",), check_prepare_tokenizer),
     Rule("memory-over-capacity", ("training", "parallelism", "resources"), check_memory),
     Rule("storage-over-quota", ("training", "storage"), check_storage_quota),

@@ -8,7 +8,6 @@ from ...diagnostics import Diagnostic
 from ...megatron.data import NEEDS_MODEL, NEEDS_VOCAB_AND_MERGES, input_stem
 from ...megatron.pretrain import KNOWN_VOCAB
 from ...paths import is_within, normalize_path
-from ...platform.aistudio import READ_ONLY_DATA
 from ..context import RuleContext
 
 HERE = ("training", "data", "prepare")
@@ -50,9 +49,10 @@ def check_prepare_paths(ctx: RuleContext) -> Iterator[Diagnostic]:
         return
     where = HERE + ("output_dir",) if prepare.output_dir is not None else HERE
     run_root = ctx.facts.run_root
-    if any(is_within(out, r) for r in ctx.facts.read_only_roots):
+    read_only = next((r for r in ctx.facts.read_only_roots if is_within(out, r)), None)
+    if read_only is not None:
         yield ctx.locate("prepare-output-path", f"the preparation's output directory ({out}) is under "
-                         f"{READ_ONLY_DATA}, which is public and read-only", where,
+                         f"{read_only}, which is public and read-only", where,
                          hint=f"write the prefixes under the mount, e.g. {mount}/data/<name>")
     elif not is_within(out, mount) or out == mount:
         yield ctx.locate("prepare-output-path", f"the preparation's output directory ({out}) is not inside the "

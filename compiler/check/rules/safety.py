@@ -7,7 +7,7 @@ from functools import lru_cache
 from typing import Any, Iterator
 
 from ...diagnostics import Diagnostic, dotted
-from ...platform.aistudio import RESERVED_ENV
+from ...platform.engine import RESERVED_ENV
 from ...tree import nodes
 from ..context import RuleContext
 

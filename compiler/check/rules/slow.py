@@ -14,7 +14,6 @@ from typing import Any, Iterator
 from ...diagnostics import Diagnostic, Severity
 from ...megatron.flags import arg_flag_name
 from ...megatron.pretrain import train_iterations
-from ...platform.aistudio import PLATFORM
 from ..context import RuleContext
 
 LONG_RUN_SECONDS = 2 * 3600  # the seed: turn detection on when the run becomes long, formal training
@@ -34,7 +33,7 @@ def _iterations(t: Any) -> int | None:
 
 
 def check_slow_training(ctx: RuleContext) -> Iterator[Diagnostic]:
-    if ctx.facts.platform != PLATFORM:
+    if not ctx.facts.engine.watches_step_time:
         return
     res: Any = ctx.sections["resources"]
     t: Any = ctx.sections["training"]

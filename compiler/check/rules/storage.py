@@ -7,7 +7,6 @@ from typing import Any, Iterator
 from ...diagnostics import Diagnostic
 from ...megatron.runfiles import default_run_root
 from ...paths import is_within, normalize_path
-from ...platform.aistudio import PLATFORM, READ_ONLY_DATA, RESERVED_MOUNTS
 from ..context import RuleContext
 
 
@@ -39,32 +38,32 @@ def check_run_root(ctx: RuleContext) -> Iterator[Diagnostic]:
 
 
 def check_read_only(ctx: RuleContext) -> Iterator[Diagnostic]:
-    if ctx.facts.platform != PLATFORM:  # /infini-data is AIStudio's
-        return
     mount, run_root, where = _storage_paths(ctx)
-    if is_within(mount, READ_ONLY_DATA):
-        yield ctx.locate(
-            "read-only-storage", f"storage.mount_path ({normalize_path(mount)}) is under {READ_ONLY_DATA}, "
-            "which is public and read-only", ("storage", "mount_path"),
-            hint="mount a writable shared storage, e.g. /mnt/megatron",
-        )
-    elif is_within(run_root, READ_ONLY_DATA):
-        yield ctx.locate(
-            "read-only-storage", f"storage.run_root ({normalize_path(run_root)}) is under {READ_ONLY_DATA}, "
-            "which is public and read-only", where, hint="write runs under the writable mount path",
-        )
+    for data in ctx.facts.engine.read_only_data:  # AIStudio's /infini-data
+        if is_within(mount, data):
+            yield ctx.locate(
+                "read-only-storage", f"storage.mount_path ({normalize_path(mount)}) is under {data}, "
+                "which is public and read-only", ("storage", "mount_path"),
+                hint="mount a writable shared storage, e.g. /mnt/megatron",
+            )
+        elif is_within(run_root, data):
+            yield ctx.locate(
+                "read-only-storage", f"storage.run_root ({normalize_path(run_root)}) is under {data}, "
+                "which is public and read-only", where, hint="write runs under the writable mount path",
+            )
 
 
 def check_reserved_mount(ctx: RuleContext) -> Iterator[Diagnostic]:
-    if ctx.facts.platform != PLATFORM:  # the reserved mount points are AIStudio's
+    engine = ctx.facts.engine
+    if not engine.reserved_mounts:  # AIStudio's list; other engines mount where the cluster allows
         return
     mount = normalize_path(ctx.sections["storage"].mount_path)
     blocked = "/" if mount == "/" else next(
-        (r for r in RESERVED_MOUNTS if mount == r or mount.startswith(r + "/")), None)  # both normalised
+        (r for r in engine.reserved_mounts if mount == r or mount.startswith(r + "/")), None)  # both normalised
     if blocked:
         what = "the root directory" if blocked == "/" else (mount if mount == blocked else f"under {blocked}")
         yield ctx.locate(
-            "reserved-mount-path", f"storage.mount_path ({mount}) is {what}, which AIStudio does not allow as a mount point",
+            "reserved-mount-path", f"storage.mount_path ({mount}) is {what}, which {engine.title} does not allow as a mount point",
             ("storage", "mount_path"), hint="use a path such as /mnt/megatron",
         )
 
