@@ -78,6 +78,13 @@ CODES: dict[str, str] = {
     "megatron-lr-warmup": "warmup that is not shorter than the LR decay",
     "platform-section": "the engine's section is missing, or one is given for another engine",
     "slurm-time-limit": "a Slurm time limit sbatch does not read",
+    # the repository's settings (.megatron-compile/) and `diff`
+    "price-table": "a row of .megatron-compile/prices.yaml that is malformed",
+    "guardrails-file": "an entry of .megatron-compile/guardrails.yaml that is malformed",
+    "guardrail-cost": "the run's cost is above a guardrail",
+    "guardrail-memory": "the peak memory estimate's fraction of the GPU is above a guardrail",
+    "guardrail-gpu-hours": "a change raises the GPU-hours more than a guardrail allows",
+    "diff-git": "the base revision cannot be read through git",
     "slurm-mount": "the Slurm container does not mount the shared storage",
     "kubernetes-name": "a name the Kubernetes API server rejects",
     # parallelism
@@ -141,7 +148,8 @@ CODES: dict[str, str] = {
 }
 
 # Codes about files on disk rather than a spec's content; tests/bad_specs/ covers all the others.
-OUTPUT_CODES = frozenset({"set-value", "file-unreadable", "not-generated-file", "write-failed", "output-conflict", "no-specs",
+OUTPUT_CODES = frozenset({"price-table", "guardrails-file", "guardrail-cost", "guardrail-memory",
+                          "guardrail-gpu-hours", "diff-git", "set-value", "file-unreadable", "not-generated-file", "write-failed", "output-conflict", "no-specs",
                           "artifact-stale", "artifact-missing", "artifact-extra", "image-unpinned"})
 
 

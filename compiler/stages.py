@@ -15,7 +15,10 @@ from .diagnostics import Diagnostic
 from .load.attachments import hf_config
 from .load.compose import compose
 from .load.override import Override
+from .load.repoconfig import GUARDRAILS, PRICES, load_config
+from .load.source import SourceDoc
 from .plan.build import build_plan
+from .plan.guardrails import NONE, Guardrails, absolute, guardrails_of
 from .plan.types import Plan
 from .render.render import render
 
@@ -28,6 +31,8 @@ class CompileResult(NamedTuple):
     files: dict[str, str] | None = None  # artifact name -> text; None on errors or when not rendered
     bases: tuple[str, ...] = ()  # real paths of the base specs it extends
     facts: Facts | None = None
+    doc: SourceDoc | None = None  # the composed spec, with the location of every value
+    guardrails: Guardrails = NONE  # the repository's thresholds (plan/guardrails.py)
 
     @property
     def ok(self) -> bool:
@@ -60,6 +65,16 @@ def compile_spec(path: str, display: str, *, overrides: tuple[Override, ...] = (
     lock, pin_diags = check_pins(composed.doc, checked.spec, path, display, require=require_lock)
     if pin_diags:
         return CompileResult(display, diags + pin_diags, bases=bases, facts=checked.facts)
-    plan = build_plan(checked.spec, checked.facts, recorded or display, regenerate, lock)
+    from .platform.prices import price_table
+
+    prices_doc, config_diags = load_config(path, PRICES)
+    prices, price_diags = price_table(prices_doc)
+    guards_doc, guard_file_diags = load_config(path, GUARDRAILS)
+    guards, guard_diags = guardrails_of(guards_doc)
+    config_diags = config_diags + price_diags + guard_file_diags + guard_diags
+    if config_diags:
+        return CompileResult(display, diags + config_diags, bases=bases, facts=checked.facts)
+    plan = build_plan(checked.spec, checked.facts, recorded or display, regenerate, lock, prices)
+    diags = diags + absolute(guards, plan.pretrain, composed.doc, display)
     files = render(plan) if render_files else None
-    return CompileResult(display, diags, checked.spec, plan, files, bases, checked.facts)
+    return CompileResult(display, diags, checked.spec, plan, files, bases, checked.facts, composed.doc, guards)

@@ -35,16 +35,15 @@ class Composed:
         self.bases: list[str] = []  # real paths of every base file used
 
 
-_cache: dict[tuple[str, str], tuple[int, SourceDoc | None, list[Diagnostic], dict[str, str | None]]] = {}
+_cache: dict[tuple[str, str], tuple[object, SourceDoc | None, list[Diagnostic], dict[str, str | None]]] = {}
 
 
 def _load_cached(path: str, display: str) -> tuple[SourceDoc | None, list[Diagnostic]]:
     """load_file, remembered per process: many specs extend the same base. Keyed by the name
     diagnostics print too: a file that failed to load must not report under another name."""
     real = os.path.realpath(path)
-    try:
-        mtime = os.stat(real).st_mtime_ns
-    except OSError:
+    mtime = inputs.stamp(real)
+    if mtime is None:
         return load_file(path, display)
     hit = _cache.get((real, display))
     if hit is not None and hit[0] == mtime:
@@ -151,7 +150,7 @@ def _resolve(path: str, display: str, stack: tuple[str, ...], out: Composed) -> 
             ))
             ok = False
             continue
-        if not os.path.isfile(base_path):
+        if not inputs.is_file(base_path):
             out.diagnostics.append(_error_at(
                 doc, where, "extends-missing", f"extends: {base_display} does not exist",
                 hint="paths in extends are relative to the spec that names them",

@@ -12,11 +12,34 @@ from __future__ import annotations
 
 import hashlib
 import os
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 ABSENT = None
 PRESENT = "present"  # looked for and found, but not read (what `exists` saw)
 
 _recordings: list[dict[str, str | None]] = []
+# Trees that serve the files under their root instead of the file system (gitrev.GitTree: a
+# revision read from git, for `diff`); innermost last.
+_served: list[Any] = []
+
+
+@contextmanager
+def serving(tree: Any) -> Iterator[None]:
+    """Inside the block, files under `tree.root` are read from `tree` (relative, is_file, is_dir, read, blob)."""
+    _served.append(tree)
+    try:
+        yield
+    finally:
+        _served.remove(tree)
+
+
+def _server(path: str) -> tuple[Any, str] | None:
+    for tree in reversed(_served):
+        rel = tree.relative(path)
+        if rel is not None:
+            return tree, rel
+    return None
 
 
 class Recording:
@@ -49,6 +72,14 @@ def note(path: str, state: str | None) -> None:
 
 def read_bytes(path: str) -> bytes:
     """The file's bytes, noted as an input (a missing file is noted ABSENT, then raised)."""
+    served = _server(path)
+    if served is not None:
+        data_or_none: bytes | None = served[0].read(served[1])
+        if data_or_none is None:
+            note(path, ABSENT)
+            raise FileNotFoundError(2, "No such file in the revision read", path)
+        note(path, digest(data_or_none))
+        return data_or_none
     try:
         with open(path, "rb") as handle:
             data = handle.read()
@@ -61,9 +92,29 @@ def read_bytes(path: str) -> bytes:
 
 def exists(path: str) -> bool:
     """os.path.exists, noted as an input."""
-    found = os.path.exists(path)
+    served = _server(path)
+    found = (served[0].is_file(served[1]) or served[0].is_dir(served[1])) if served else os.path.exists(path)
     note(path, PRESENT if found else ABSENT)
     return found
+
+
+def is_file(path: str) -> bool:
+    """os.path.isfile, through a served tree when one holds the path (not an input by itself:
+    the file is read next)."""
+    served = _server(path)
+    return bool(served[0].is_file(served[1])) if served else os.path.isfile(path)
+
+
+def stamp(path: str) -> object | None:
+    """What identifies a file's content cheaply: its mtime, or a served tree's object id; None
+    when there is no such file."""
+    served = _server(path)
+    if served is not None:
+        return served[0].blob(served[1])
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
 
 
 def unchanged(inputs: dict[str, str | None]) -> bool:

@@ -19,6 +19,7 @@ from ..megatron.runfiles import DATASETS_DIR, NODES_DIR, RUNTIME_PROBE
 from ..platform.engine import DEFAULT_MASTER_PORT, Engine, Job, StepRequest
 from ..platform.engines import engine
 from ..platform.images import ImagePins, image_pins
+from ..platform.prices import PRICES, PriceRow, cost_of
 from ..schema.record import Overlay, to_json
 
 if TYPE_CHECKING:
@@ -123,21 +124,29 @@ def pinning(spec: Any, lock: Lock | None, spec_display: str, document: str) -> s
     return text
 
 
-def _pretrain_plan(spec: Any, facts: Facts) -> PretrainPlan | None:
+def _pretrain_plan(spec: Any, facts: Facts, prices: tuple[PriceRow, ...]) -> PretrainPlan | None:
     if not facts.is_pretrain:
         return None
     t = spec.training
     layout = facts.layout
     assert layout is not None and facts.flags is not None  # validation guarantees both
     step = facts.step_time
+    total = None if step is None else _training_time(step, layout.world, t.batch.global_, t.train_iters,
+                                                      t.train_samples)
+    gpu = None
+    if step is not None:
+        from ..megatron.timing import gpu_of_spec  # the GPU the step time was computed for
+
+        found = gpu_of_spec(spec.resources)
+        gpu = None if found is None else found.name
     return PretrainPlan(
         flags=facts.flags, train_iters=train_iterations(t.train_iters, t.train_samples, t.batch.global_),
         save_interval=t.checkpoint.save_interval,
         num_microbatches=num_microbatches(t.batch.global_, t.batch.micro, layout.data),
         virtual_pipeline=virtual_pipeline_size(t.model.num_layers, layout.pipeline, t.virtual_pipeline),
-        estimate=facts.estimate, step_time=step,
-        training_time=None if step is None else _training_time(step, layout.world, t.batch.global_, t.train_iters,
-                                                                t.train_samples),
+        estimate=facts.estimate, step_time=step, training_time=total,
+        cost=None if total is None or gpu is None else cost_of(total.gpu_hours, prices, gpu, facts.engine.name),
+        gpu=gpu,
     )
 
 
@@ -185,7 +194,7 @@ def _launch_plan(spec: Any, facts: Facts, pretrain: PretrainPlan | None, adapter
 
 
 def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | None = None,
-               lock: Lock | None = None) -> Plan:
+               lock: Lock | None = None, prices: tuple[PriceRow, ...] = PRICES) -> Plan:
     """Derive every value the artifacts need from a spec that validated without errors, its facts
     and its lock (the image digests), when it has one."""
     spec = Overlay(spec, training=facts.training)  # init_from's architecture and tokenizer filled in
@@ -216,7 +225,7 @@ def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | Non
     )
     groups = layout.rank_groups()
     adapter = facts.engine
-    pretrain = _pretrain_plan(spec, facts)
+    pretrain = _pretrain_plan(spec, facts, prices)
     launch = _launch_plan(spec, facts, pretrain, adapter)
     verify = verify_plan(spec, layout, groups, pretrain, facts.is_bounded_example, facts.run_root,
                          facts.prepared or (), facts.converted)

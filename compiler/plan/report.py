@@ -128,12 +128,23 @@ def time_section(pretrain: PretrainPlan | None) -> tuple[ReportSection, ...]:
     if total is not None:
         rows.append(("time to train", f"{total.iterations:,} iterations: {total.seconds / 3600:,.1f} h, "
                                       f"{total.gpu_hours:,.0f} GPU-hours"))
+        rows.append(("cost", cost_text(pretrain)))
     for term in step.terms:
         state = "" if term.exposed else " (overlapped, not added)"
         label = "" if term.measured else " [not measured]"
         rows.append((term.name, f"{term.seconds * 1e3:,.1f} ms{state}{label}: {term.note}"))
     rows.append(("calibration", f"{step.utilisation_source}; constants and sources in docs/performance-model.md"))
     return (ReportSection("Time (estimate)", tuple(rows)),)
+
+
+def cost_text(pretrain: PretrainPlan) -> str:
+    """The GPU-hours in money, with the rate and where it comes from; or why there is no figure."""
+    cost = pretrain.cost
+    if cost is None:
+        return (f"no price for GPU {pretrain.gpu} on {'this engine' if pretrain.gpu else 'an unknown GPU'}: add a row "
+                "to .megatron-compile/prices.yaml")
+    return (f"{cost.amount:,.0f} {cost.currency} at {cost.per_gpu_hour:g} {cost.currency} per GPU-hour ({cost.gpu}, "
+            f"engine {cost.engine}; {cost.source}, read {cost.date}; {cost.where})")
 
 
 def estimate_rows(est: Any, quota_gb: float | None) -> list[tuple[str, str]]:

@@ -11,6 +11,7 @@ from .shell import Word
 
 if TYPE_CHECKING:
     from ..megatron.memory import Estimate
+    from ..platform.prices import Cost
     from ..megatron.timing import StepTime, TrainingTime
 
 
@@ -81,6 +82,8 @@ class PretrainPlan(NamedTuple):
     estimate: "Estimate | None"
     step_time: "StepTime | None"  # the step-time model (megatron/timing.py)
     training_time: "TrainingTime | None"  # to the last iteration, and GPU-hours
+    cost: "Cost | None" = None  # the GPU-hours at the price table's rate (platform/prices.py)
+    gpu: str | None = None  # the price table's GPU key: the GPU the worker flavor names
 
 
 class Check(NamedTuple):
