@@ -15,43 +15,14 @@ import argparse
 import fnmatch
 import os
 import posixpath
-from typing import NamedTuple, TextIO
+from typing import TextIO
 
 from ..diagnostics import Diagnostic, format_text, make_error, sort_diagnostics
 from ..load.discover import SPEC_SUFFIXES, bases_of, extends_in, find_specs
-from ..load.gitrev import GitError, GitTree, Revision, base_revision, toplevel
-from .diff_model import Change, Side, changes, gpu_hours, same_job, side_of
+from ..load.gitrev import GitError, GitTree, base_revision, toplevel
+from .diff_model import DiffReport, Side, SpecDiff, changes, gpu_hours, same_job, side_of
 
-EXIT_SAME, EXIT_ERROR, EXIT_CHANGED = 0, 1, 2
 DEFAULT_SPECS = ("specs",)
-
-
-class SpecDiff(NamedTuple):
-    path: str
-    status: str  # unchanged | changed | added | removed | renamed | error
-    changes: tuple[Change, ...] = ()
-    renamed_from: str | None = None
-    base: Side | None = None
-    head: Side | None = None
-    guardrails: tuple[Diagnostic, ...] = ()  # warnings and failures of the repository's guardrails
-    errors: tuple[Diagnostic, ...] = ()  # why the work tree's spec does not compile
-
-
-class DiffReport(NamedTuple):
-    revision: Revision
-    specs: tuple[SpecDiff, ...]
-    diagnostics: tuple[Diagnostic, ...] = ()  # not of one spec: arguments that match nothing
-
-    @property
-    def changed(self) -> bool:
-        return any(s.status not in ("unchanged", "error") for s in self.specs)
-
-    @property
-    def failed(self) -> bool:
-        return bool(self.diagnostics) or any(s.errors or any(g.is_error for g in s.guardrails) for s in self.specs)
-
-    def exit_code(self) -> int:
-        return EXIT_ERROR if self.failed else EXIT_CHANGED if self.changed else EXIT_SAME
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -147,7 +118,7 @@ def compare(base_paths: list[str], head_paths: list[str], root: str, tree: GitTr
         elif head is None:
             diffs[rel] = SpecDiff(rel, "removed", base=base)
         elif base is None:
-            diffs[rel] = SpecDiff(rel, "added", changes(_empty(rel), head), head=head, guardrails=_guardrails(None, head))
+            diffs[rel] = SpecDiff(rel, "added", tuple(changes(_empty(rel), head)), head=head, guardrails=_guardrails(None, head))
         else:
             found = tuple(changes(base, head)) if base.ok else tuple(changes(_empty(rel), head))
             status = "changed" if found or not base.ok else "unchanged"
@@ -187,13 +158,13 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
     try:
         args = _parser().parse_args(argv)
     except SystemExit as exc:
-        return int(exc.code or 0) and EXIT_ERROR
+        return int(exc.code or 0) and 1
     try:
         report = diff(args.specs, args.base, os.getcwd())
     except GitError as exc:
         err.write(format_text([make_error("diff-git", str(exc), file=".", hint="run inside the repository, "
                                           "with the base revision fetched (actions/checkout: fetch-depth: 0)")]))
-        return EXIT_ERROR
+        return 1
     from .diff_format import render_json, render_markdown, render_text
 
     if args.format == "json":

@@ -9,13 +9,10 @@ instead of shown.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..diagnostics import Diagnostic, format_text, to_json_obj
-from .diff_model import Change, headline
-
-if TYPE_CHECKING:
-    from .diff import DiffReport, SpecDiff
+from .diff_model import Change, DiffReport, SpecDiff, headline
 
 MARKER = "<!-- megatron-compile-diff -->"
 SHOWN_IN_SUMMARY = 5  # headline changes in a job's summary line
@@ -44,10 +41,10 @@ def relative(change: Change) -> str:
     return f" ({(new / old - 1) * 100:+.1f} %)"
 
 
-def arrow(change: Change) -> str:
+def arrow(change: Change, sep: str = "->") -> str:
     old = "(none)" if change.base is None and change.kind != "spec" else number(change.base)
     new = "(none)" if change.head is None and change.kind != "spec" else number(change.head)
-    return f"{old} -> {new}{relative(change)}"
+    return f"{old} {sep} {new}{relative(change)}"
 
 
 def _artifacts(changes: tuple[Change, ...]) -> list[str]:
@@ -62,10 +59,11 @@ def status_text(spec: SpecDiff) -> str:
     return {"unchanged": "no change"}.get(spec.status, spec.status)
 
 
-def summary(spec: SpecDiff) -> str:
-    """One line: the headline changes of a job."""
-    shown = headline(list(spec.changes))[:SHOWN_IN_SUMMARY]
-    parts = [f"{c.label} {arrow(c)}" for c in shown]
+def summary(spec: SpecDiff, sep: str = "->") -> str:
+    """One line: what was typed (the first two spec values), then the headline changes of a job."""
+    typed = [c for c in spec.changes if c.kind == "spec"][:2]
+    shown = typed + headline(list(spec.changes))[:SHOWN_IN_SUMMARY]
+    parts = [f"{c.label} {arrow(c, sep)}" for c in shown]
     rest = len([c for c in spec.changes if c.kind != "artifact"]) - len(shown)
     if rest > 0:
         parts.append(f"{rest} more value{'s' if rest != 1 else ''}")
@@ -92,7 +90,7 @@ def render_text(report: DiffReport) -> str:
         lines.append(f"{spec.path}: {status_text(spec)}")
         for change in spec.changes:
             if change.kind != "artifact":
-                lines.append(f"  {change.label}: {arrow(change)}")
+                lines.append(f"  {change.kind} {change.label}: {arrow(change)}")
         if _artifacts(spec.changes):
             lines.append(f"  artifacts changed: {', '.join(_artifacts(spec.changes))}")
         lines += ["  " + line for line in format_text(list(spec.guardrails) + list(spec.errors)).splitlines()]
@@ -161,7 +159,7 @@ def render_markdown(report: DiffReport, budget: int = 65_535) -> str:
         text += "| spec | change | what it does |\n|---|---|---|\n"
     shown_rows = 0
     for spec in moved:
-        row = f"| {_code(spec.path)} | {_md(status_text(spec))} | {_md(summary(spec))} |\n"
+        row = f"| {_code(spec.path)} | {_md(status_text(spec))} | {_md(summary(spec, '→'))} |\n"
         if len(text) + len(row) + tail_reserve > budget:
             break
         text += row

@@ -15,10 +15,13 @@ import json
 from typing import Any, NamedTuple
 
 from ..diagnostics import Diagnostic
+from ..load.gitrev import Revision
 from ..load.discover import lock_path
 from ..plan.shell import argv_of
 from ..schema.record import to_json
 from .explain import explain_data
+
+EXIT_SAME, EXIT_ERROR, EXIT_CHANGED = 0, 1, 2
 
 # The derived values a reviewer looks at first, in this order (explain keys), with their names.
 HEADLINE: tuple[tuple[str, str], ...] = (
@@ -159,3 +162,31 @@ def same_job(base: Side, head: Side) -> bool:
 def gpu_hours(side: Side) -> float | None:
     value = side.values.get("explain.timing.gpu_hours")
     return float(value) if isinstance(value, (int, float)) else None
+
+
+class SpecDiff(NamedTuple):
+    path: str
+    status: str  # unchanged | changed | added | removed | renamed | error
+    changes: tuple[Change, ...] = ()
+    renamed_from: str | None = None
+    base: Side | None = None
+    head: Side | None = None
+    guardrails: tuple[Diagnostic, ...] = ()  # warnings and failures of the repository's guardrails
+    errors: tuple[Diagnostic, ...] = ()  # why the work tree's spec does not compile
+
+
+class DiffReport(NamedTuple):
+    revision: Revision
+    specs: tuple[SpecDiff, ...]
+    diagnostics: tuple[Diagnostic, ...] = ()  # not of one spec: arguments that match nothing
+
+    @property
+    def changed(self) -> bool:
+        return any(s.status not in ("unchanged", "error") for s in self.specs)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.diagnostics) or any(s.errors or any(g.is_error for g in s.guardrails) for s in self.specs)
+
+    def exit_code(self) -> int:
+        return EXIT_ERROR if self.failed else EXIT_CHANGED if self.changed else EXIT_SAME

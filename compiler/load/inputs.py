@@ -110,7 +110,8 @@ def stamp(path: str) -> object | None:
     when there is no such file."""
     served = _server(path)
     if served is not None:
-        return served[0].blob(served[1])
+        blob: object | None = served[0].blob(served[1])
+        return blob
     try:
         return os.stat(path).st_mtime_ns
     except OSError:
