@@ -106,16 +106,19 @@ def _counts(t: Any, layout: Layout, padded_vocab: int) -> dict[str, float]:
     }
 
 
-def bytes_per_parameter(distributed_optimizer: bool, data_parallel: int) -> float:
-    """theoretical_memory_usage.py:264-270: bf16 params, fp32 grads, fp32 main params and Adam."""
-    return 18 if not distributed_optimizer else 6 + (12 / data_parallel)
+def bytes_per_parameter(distributed_optimizer: bool, data_parallel: int, precision: str = "bf16") -> float:
+    """theoretical_memory_usage.py:264-270: 16-bit params, fp32 grads, fp32 main params and Adam. fp16
+    keeps main_grad in fp16 (arguments.py:1163-1184 turns fp32 accumulation on for bf16 only; an H200
+    fp16 run logs param.main_grad.dtype=torch.float16): 2 bytes of gradient, not 4."""
+    grad = 2 if precision == "fp16" else 4
+    return 14 + grad if not distributed_optimizer else 2 + grad + (12 / data_parallel)
 
 
 def megatron_weight_and_optimizer_bytes(t: Any, layout: Layout, padded_vocab: int) -> float:
     """theoretical_memory_usage.py:264-274."""
     c = _counts(t, layout, padded_vocab)
-    return ((c["tp"] + c["replicated"]) * bytes_per_parameter(t.distributed_optimizer, layout.data)
-            + c["expert"] * bytes_per_parameter(t.distributed_optimizer, layout.expert_data))
+    return ((c["tp"] + c["replicated"]) * bytes_per_parameter(t.distributed_optimizer, layout.data, t.precision)
+            + c["expert"] * bytes_per_parameter(t.distributed_optimizer, layout.expert_data, t.precision))
 
 
 def megatron_activation_bytes(t: Any, layout: Layout, padded_vocab: int, microbatches: int) -> float:
@@ -269,7 +272,8 @@ def estimate(spec: Any, layout: Layout) -> Estimate | None:
     weights = megatron_weight_and_optimizer_bytes(t, layout, padded)
     activations = megatron_activation_bytes(t, layout, padded, micro)
     shape = shape_of(t, layout, padded, micro)
-    peak = peak_terms(shape, position_parameters(t), bytes_per_parameter(t.distributed_optimizer, layout.data))
+    peak = peak_terms(shape, position_parameters(t), bytes_per_parameter(t.distributed_optimizer, layout.data,
+                                                                         t.precision))
     peak_bytes = weights + peak.position_embeddings + peak.attention_buffer + peak.layers + peak.loss
     per_save = checkpoint_bytes_per_save(t, counts["total"])
     iterations = train_iterations(t.train_iters, t.train_samples, t.batch.global_)
@@ -314,9 +318,9 @@ def position_parameters(t: Any) -> int:
 def _peak_bytes(t: Any, layout: Layout, shape: act.Shape, distributed: bool) -> float:
     """The peak estimate for a shape and optimizer choice (the hints re-run it on changed inputs)."""
     c = _counts(t, layout, shape.vocab)
-    weights = ((c["tp"] + c["replicated"]) * bytes_per_parameter(distributed, layout.data)
-               + c["expert"] * bytes_per_parameter(distributed, layout.expert_data))
-    p = peak_terms(shape, position_parameters(t), bytes_per_parameter(distributed, layout.data))
+    weights = ((c["tp"] + c["replicated"]) * bytes_per_parameter(distributed, layout.data, t.precision)
+               + c["expert"] * bytes_per_parameter(distributed, layout.expert_data, t.precision))
+    p = peak_terms(shape, position_parameters(t), bytes_per_parameter(distributed, layout.data, t.precision))
     return weights + p.position_embeddings + p.attention_buffer + p.layers + p.loss
 
 
