@@ -14,12 +14,13 @@ from .init import check_init_contradictions, check_init_from, check_model_fields
 from .platform import check_engine, check_platform_sections
 from .megatron import (
     check_distributed_optimizer_resume, check_duplicate_flags, check_megatron_batch, check_megatron_data,
-    check_megatron_model, check_megatron_optimizer, check_megatron_pipeline, check_memory, check_pretrain_sections,
+    check_megatron_model, check_megatron_optimizer, check_memory, check_pretrain_sections,
     check_sequence_parallel, check_storage_quota, check_training_length,
 )
 from .parallel import (
     check_bounded_args, check_bounded_layout, check_expert_divisibility, check_parallel_divisibility, check_rdma,
 )
+from .runtime import check_kernel_needs, check_pipeline_split, check_validate_args
 from .slow import check_routing, check_slow_training
 from .safety import check_credentials, check_image_values, check_import_markers, check_reserved_env
 from .storage import check_read_only, check_reserved_mount, check_run_root, check_script_in_root
@@ -40,7 +41,7 @@ RULES: tuple[Rule, ...] = (
     Rule("import-marker", (), check_import_markers),
     Rule("pretrain-missing-section", ("training",), check_pretrain_sections),
     Rule("megatron-heads-tp", ("training", "parallelism"), check_megatron_model),
-    Rule("megatron-layers-pp", ("training", "parallelism"), check_megatron_pipeline),
+    Rule("megatron-layers-pp", ("training", "parallelism"), check_pipeline_split),
     Rule("megatron-batch", ("training", "parallelism", "resources"), check_megatron_batch),
     Rule("megatron-lr", ("training",), check_megatron_optimizer),
     Rule("megatron-train-length", ("training",), check_training_length),
@@ -48,6 +49,8 @@ RULES: tuple[Rule, ...] = (
     Rule("megatron-sequence-parallel", ("training", "parallelism"), check_sequence_parallel),
     Rule("args-duplicate-flag", ("training", "parallelism"), check_duplicate_flags),
     Rule("megatron-unknown-flag", ("training",), check_raw_args),
+    Rule("megatron-validate-args", ("training", "parallelism", "resources"), check_validate_args),
+    Rule("megatron-local-crash", ("training", "parallelism"), check_kernel_needs),
     Rule("prepare-input-path", ("training", "storage"), check_prepare_paths),
     Rule("platform-section", (), check_platform_sections),
     Rule("slow-detection", ("resources", "training"), check_slow_training),

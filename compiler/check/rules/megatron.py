@@ -13,7 +13,7 @@ from ...diagnostics import Diagnostic, Severity
 from ...megatron.flags import OWNED_FLAGS, arg_flag_name
 from ...megatron.parallel import model_parallel_size
 from ...megatron.pretrain import (
-    MODEL_REQUIRED, PRETRAIN_SCRIPT, PRETRAIN_SECTIONS, REQUIRED_SECTIONS, virtual_pipeline_size,
+    MODEL_REQUIRED, PRETRAIN_SCRIPT, PRETRAIN_SECTIONS, REQUIRED_SECTIONS,
 )
 from ...paths import is_within, normalize_path
 from ..context import RuleContext
@@ -114,38 +114,6 @@ def check_megatron_model(ctx: RuleContext) -> Iterator[Diagnostic]:
         yield ctx.locate(
             "megatron-experts", f"training.model.moe_router_topk ({m.moe_router_topk}) exceeds num_experts "
             f"({m.num_experts})", here + ("moe_router_topk",),
-        )
-
-
-def check_megatron_pipeline(ctx: RuleContext) -> Iterator[Diagnostic]:
-    t = _pretrain(ctx)
-    if not _model_known(t):
-        return
-    pp = ctx.sections["parallelism"].pipeline
-    layers = t.model.num_layers
-    # arguments.py:976-977 (and :947 with virtual stages): num_layers % PP == 0
-    if layers % pp:
-        yield ctx.locate(
-            "megatron-layers-pp", f"training.model.num_layers ({layers}) must be a multiple of "
-            f"parallelism.pipeline ({pp})", ("training", "model", "num_layers"),
-            hint="each pipeline stage holds num_layers / pipeline layers",
-        )
-        return
-    if t.virtual_pipeline is None:
-        return
-    per_stage = layers // pp
-    # arguments.py:951-952: layers per stage % layers per virtual stage == 0
-    if per_stage % t.virtual_pipeline:
-        yield ctx.locate(
-            "megatron-virtual-pipeline", f"training.virtual_pipeline ({t.virtual_pipeline} layers per virtual "
-            f"stage) must divide the {per_stage} layers of each pipeline stage", ("training", "virtual_pipeline"),
-        )
-    # arguments.py:969-973: the interleaved schedule (without p2p overlap) needs pipeline > 2
-    elif virtual_pipeline_size(layers, pp, t.virtual_pipeline) is not None and pp <= 2:
-        yield ctx.locate(
-            "megatron-virtual-pipeline", f"training.virtual_pipeline needs parallelism.pipeline > 2 (got {pp}) for "
-            "Megatron's interleaved schedule", ("training", "virtual_pipeline"),
-            hint="remove virtual_pipeline, or use more pipeline stages",
         )
 
 

@@ -1,0 +1,105 @@
+"""What a Megatron-LM configuration needs from the image (Transformer Engine, Apex), and the
+configurations that crash whatever the image holds, at the pinned commit 571370c8.
+
+A spec says which transformer implementation runs (`training.model.transformer_impl`) and whether
+the fused kernels are used (`training.fused_kernels`); the image decides whether Transformer Engine
+and Apex import. `transformer_impl: transformer_engine` cannot run without TE, so such a spec has
+it; `local` runs Megatron's own layers, with Apex's fused norms when Apex imports and torch's
+otherwise (megatron/core/models/gpt/gpt_layer_specs.py:62-76). Each row below is a crash seen on a
+real H200 run (torch 2.11, no TE, no Apex), the Megatron line that raises it, and the change that
+avoids it. `needs` is what an image must hold for the configuration to run: "" when nothing helps
+(an error), else the packages whose presence would run it (a warning: the image may have them).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Sequence
+
+
+class RuntimeConfig(NamedTuple):
+    """The settings the rows read: typed fields, and Megatron's values for raw flags."""
+
+    transformer_impl: str  # "local" | "transformer_engine"
+    fused_kernels: bool
+    sequence_parallel: bool
+    tensor: int
+    num_experts: int | None
+    bias_linear: bool  # Megatron's add_bias_linear: not training.model.disable_bias_linear
+    recompute_granularity: str | None  # after --recompute-activations, which makes it "selective"
+    recompute_modules: tuple[str, ...]  # Megatron's default ["core_attn"] (transformer_config.py:1583)
+
+
+class Need(NamedTuple):
+    code: str
+    applies: Callable[[RuntimeConfig], bool]
+    needs: str  # "" : crashes whatever the image holds; else what an image must hold to run it
+    field: tuple[str | int, ...]  # the spec field a diagnostic points at (refined by the rule for raw flags)
+    cause: str  # what Megatron does, with its file:line at the pinned commit
+    fix: str
+
+
+def _local(c: RuntimeConfig) -> bool:
+    return c.transformer_impl == "local"
+
+
+def _selective(c: RuntimeConfig, module: str) -> bool:
+    return c.recompute_granularity == "selective" and module in c.recompute_modules
+
+
+NEEDS: tuple[Need, ...] = (
+    Need("megatron-needs-apex-or-te",
+         lambda c: _local(c) and c.sequence_parallel and c.tensor > 1, "Apex or Transformer Engine",
+         ("training", "sequence_parallel"),
+         "sequence parallelism with transformer_impl: local uses Apex's fused LayerNorm, or, without Apex, "
+         "torch's, which asserts 'sequence parallel not supported by torch LayerNorm' when the first "
+         "TransformerLayer is built (megatron/core/transformer/torch_norm.py:50)",
+         "set training.model.transformer_impl: transformer_engine (an image with Transformer Engine), or "
+         "sequence_parallel: false"),
+    Need("megatron-local-crash",
+         lambda c: _local(c) and c.num_experts is not None and c.bias_linear, "",
+         ("training", "model", "disable_bias_linear"),
+         "a mixture of experts with linear biases adds each expert's bias in place to the output of the "
+         "tensor-parallel reduction, a view: the first forward raises 'RuntimeError: Output 0 of "
+         "_ReduceFromModelParallelRegionBackward is a view and is being modified inplace' "
+         "(megatron/core/transformer/mlp.py:348)",
+         "set training.model.disable_bias_linear: true (the same model without biases runs)"),
+    Need("megatron-local-crash",
+         lambda c: _local(c) and _selective(c, "mlp"), "",
+         ("training", "args"),
+         "selective recompute of the MLP with transformer_impl: local nests CheckpointFunction.backward "
+         "frames until the GPU's memory is exhausted, even for a 650 MB model "
+         "(megatron/core/tensor_parallel/random.py, CheckpointFunction)",
+         "remove mlp from --recompute-modules (keep core_attn), or use training.recompute: {granularity: "
+         "full}"),
+    Need("megatron-needs-te",
+         lambda c: _local(c) and _selective(c, "layernorm"), "Transformer Engine",
+         ("training", "args"),
+         "recomputing the layernorm goes through CheckpointWithoutOutput, which reads TE's "
+         "FP8GlobalStateManager: without Transformer Engine it raises \"NameError: name "
+         "'FP8GlobalStateManager' is not defined\" (megatron/core/tensor_parallel/random.py:667)",
+         "remove layernorm from --recompute-modules, or use an image with Transformer Engine "
+         "(transformer_impl: transformer_engine)"),
+)
+
+
+def runtime_config(t: Any, tensor: int, values: dict[str, Any]) -> RuntimeConfig:
+    """The settings of a pretrain spec's training section T, with VALUES (validate.arg_values of the
+    compiled arguments) for what raw flags may set."""
+    granularity = values.get("recompute_granularity")
+    if values.get("recompute_activations") is True:
+        granularity = "selective"  # megatron/training/arguments.py:606-607
+    modules = values.get("recompute_modules")
+    if not isinstance(modules, (list, tuple)):
+        modules = ["core_attn"]  # megatron/core/transformer/transformer_config.py:1583-1584
+    return RuntimeConfig(
+        transformer_impl=t.model.transformer_impl, fused_kernels=t.fused_kernels,
+        sequence_parallel=t.sequence_parallel, tensor=tensor, num_experts=t.model.num_experts,
+        bias_linear=not t.model.disable_bias_linear,
+        recompute_granularity=granularity if isinstance(granularity, str) else None,
+        recompute_modules=tuple(str(m) for m in modules),
+    )
+
+
+def needs(config: RuntimeConfig) -> Sequence[Need]:
+    """The rows that apply to CONFIG, in table order."""
+    return [n for n in NEEDS if n.applies(config)]

@@ -1,0 +1,288 @@
+"""What Megatron-LM's `validate_args` refuses, decided offline from a spec's arguments.
+
+The parser accepts flags that validate_args (megatron/training/arguments.py at the pinned commit)
+rejects on every rank at start: `--checkpoint-activations` exits, `--weight-decay-incr-style cosine`
+without `--start-weight-decay` fails an assert, 126 layers on pipeline 8 fail unless the embedding and
+the loss are counted as layers. data/megatron_validate.json holds validate_args' statements as
+tools/megatron_validate_args.py read them from the source (asserts, exits and raises under their
+`if`s, and the assignments between them); this module runs them on the values the arguments give,
+with three-valued logic: a test that reads anything not known here (a value no literal default
+gives, a call such as is_te_min_version, an enum) is unknown, and an unknown test refuses nothing.
+So a refusal reported here is one Megatron makes whatever the image holds.
+
+Stdlib only; the data loads once, lazily.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import operator
+from pathlib import Path
+from typing import Any, Callable, NamedTuple, Sequence
+
+from .argflags import _surface
+
+DATA_FILE = Path(__file__).parent / "data" / "megatron_validate.json"
+
+
+class _Unknown:
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN: Any = _Unknown()
+
+
+class Refusal(NamedTuple):
+    """validate_args stops here: its source line, what it says, and the dests its test read."""
+
+    line: int
+    message: str
+    reads: tuple[str, ...]
+
+    @property
+    def where(self) -> str:
+        return f"{_data()['source']}:{self.line}"
+
+
+@functools.lru_cache(maxsize=1)
+def _data() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(DATA_FILE.read_text())
+    return data
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(source: str) -> ast.expr:
+    return ast.parse(source.strip(), mode="eval").body
+
+
+def validate_meta() -> dict[str, Any]:
+    """The data file's header: commit, source file, the function's lines."""
+    d = _data()
+    return {k: d[k] for k in ("megatron_commit", "source", "function_lines", "generated_by")}
+
+
+def default_of(dest: str) -> Any:
+    """Megatron's default for DEST where its source spells it as a literal; UNKNOWN otherwise."""
+    return _data()["defaults"].get(dest, UNKNOWN)
+
+
+# --- the argument values: defaults, then the flags as argparse stores them -------------------------
+
+_CONVERT: dict[str, Callable[[str], Any]] = {"int": int, "float": float, "str": str, "enum": str}
+
+
+def arg_values(argv: Sequence[str]) -> tuple[dict[str, Any], dict[str, int]]:
+    """(dest -> value, dest -> index in argv of the flag that set it) after Megatron's parser, for an
+    argument list its parser accepts; a value this module cannot convert is UNKNOWN."""
+    values: dict[str, Any] = dict(_data()["defaults"])
+    where: dict[str, int] = {}
+    flags = _surface(False).flags
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        name, _, inline = token.partition("=") if token.startswith("--") else (token, "", "")
+        entry = flags.get(name)
+        if entry is None:
+            i += 1
+            continue
+        dest, action, nargs = entry["dest"], entry["action"], entry["nargs"]
+        following: list[str] = [inline] if inline else []
+        j = i + 1
+        if not inline and nargs != 0:
+            while j < len(argv) and not (argv[j].startswith("--") and argv[j].split("=", 1)[0] in flags):
+                following.append(argv[j])
+                j += 1
+                if nargs is None or nargs == "?":
+                    break
+        if action == "store_true":
+            value: Any = True
+        elif action == "store_false":
+            value = False
+        elif action == "boolean_optional":
+            value = not name.startswith("--no-")
+        elif action == "store" and entry.get("type", "str") in _CONVERT or (action == "store" and "type" not in entry):
+            convert = _CONVERT.get(entry.get("type", "str"), str)
+            try:
+                items = [convert(x) for x in following]
+            except ValueError:
+                items = [UNKNOWN]
+            value = items if nargs in ("+", "*") or isinstance(nargs, int) and nargs > 1 else \
+                (items[0] if items else UNKNOWN)
+        else:
+            value = UNKNOWN
+        values[dest] = value
+        where[dest] = i
+        i = j
+    return values, where
+
+
+# --- the interpreter --------------------------------------------------------------------------------
+
+_COMPARE: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt,
+    ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not,
+    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+}
+_BINARY: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+}
+_CALLS: dict[str, Callable[..., Any]] = {"len": len, "int": int, "float": float, "str": str, "bool": bool,
+                                         "min": min, "max": max, "abs": abs, "any": any, "all": all}
+
+
+class _State:
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.args = values
+        self.local: dict[str, Any] = {}
+        self.lost = False  # something changed args in a way not modelled: stop judging
+        self.reads: set[str] = set()
+        self.keep_going = False  # record each refusal and go on, as if it had been fixed
+        self.found: list[Refusal] = []
+
+    def arg(self, dest: str) -> Any:
+        self.reads.add(dest)
+        return self.args.get(dest, UNKNOWN)
+
+
+def _eval(node: ast.expr, s: _State) -> Any:
+    """A value, or UNKNOWN where anything it depends on is not known."""
+    try:
+        return _eval_node(node, s)
+    except (TypeError, ValueError, ZeroDivisionError, KeyError, IndexError, AttributeError):
+        return UNKNOWN
+
+
+def _eval_node(node: ast.expr, s: _State) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "args":
+        return s.arg(node.attr)
+    if isinstance(node, ast.Name):
+        return s.local.get(node.id, UNKNOWN)
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        items = [_eval(e, s) for e in node.elts]
+        if any(x is UNKNOWN for x in items):
+            return UNKNOWN
+        return {ast.List: list, ast.Tuple: tuple, ast.Set: set}[type(node)](items)
+    if isinstance(node, ast.BoolOp):
+        values = [_eval(v, s) for v in node.values]
+        decisive = (lambda v: not v) if isinstance(node.op, ast.And) else bool
+        for v in values:
+            if v is UNKNOWN:
+                # an unknown operand decides nothing unless a known one settles the result
+                return next((w for w in values if w is not UNKNOWN and decisive(w)), UNKNOWN)
+            if decisive(v):
+                return v
+        return values[-1]
+    if isinstance(node, ast.UnaryOp):
+        v = _eval(node.operand, s)
+        if v is UNKNOWN:
+            return UNKNOWN
+        unary: dict[type, Callable[[Any], Any]] = {ast.Not: operator.not_, ast.USub: operator.neg, ast.UAdd: operator.pos}
+        return unary[type(node.op)](v)
+    if isinstance(node, ast.Compare):
+        left = _eval(node.left, s)
+        for op, right_node in zip(node.ops, node.comparators):
+            right = _eval(right_node, s)
+            if left is UNKNOWN or right is UNKNOWN:
+                return UNKNOWN
+            if not _COMPARE[type(op)](left, right):
+                return False
+            left = right
+        return True
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        a, b = _eval(node.left, s), _eval(node.right, s)
+        return UNKNOWN if a is UNKNOWN or b is UNKNOWN else _BINARY[type(node.op)](a, b)
+    if isinstance(node, ast.IfExp):
+        test = _eval(node.test, s)
+        return UNKNOWN if test is UNKNOWN else _eval(node.body if test else node.orelse, s)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        if node.func.id == "getattr" and len(node.args) >= 2 and isinstance(node.args[0], ast.Name) \
+                and node.args[0].id == "args" and isinstance(node.args[1], ast.Constant):
+            value = s.arg(str(node.args[1].value))
+            return value if value is not UNKNOWN or len(node.args) < 3 else UNKNOWN
+        if node.func.id in _CALLS and not node.keywords:
+            args = [_eval(a, s) for a in node.args]
+            return UNKNOWN if any(a is UNKNOWN for a in args) else _CALLS[node.func.id](*args)
+    return UNKNOWN
+
+
+def _assigned(block: list[dict[str, Any]]) -> set[str]:
+    out: set[str] = set()
+    for st in block:
+        if st["kind"] == "assign":
+            out.add(st["dest"])
+        elif st["kind"] == "unknown":
+            out.update(st["dests"])
+            if st["any"]:
+                out.add("*")
+        elif st["kind"] == "if":
+            out |= _assigned(st["body"]) | _assigned(st["orelse"])
+    return out
+
+
+def _forget(s: _State, dests: set[str]) -> None:
+    if "*" in dests:
+        s.lost = True
+    for d in dests:
+        s.args[d] = UNKNOWN
+
+
+def _run(block: list[dict[str, Any]], s: _State, guards: frozenset[str] = frozenset()) -> Refusal | None:
+    """Run a block of validate_args; the first refusal reached. GUARDS: what the enclosing tests read."""
+    for st in block:
+        if s.lost:
+            return None
+        kind = st["kind"]
+        if kind == "if":
+            s.reads = set()
+            test = _eval(_parse(st["test"]), s)
+            if test is UNKNOWN:
+                _forget(s, _assigned(st["body"]) | _assigned(st["orelse"]))
+                s.local.clear()  # locals assigned in either branch are not known either
+                continue
+            found = _run(st["body"] if test else st["orelse"], s, guards | s.reads)
+            if found and not s.keep_going:
+                return found
+        elif kind == "assert":
+            s.reads = set()
+            value = _eval(_parse(st["test"]), s)
+            if value is not UNKNOWN and not value:
+                found = Refusal(st["line"], st["message"] or f"assert {st['test']}", tuple(sorted(s.reads | guards)))
+                s.found.append(found)
+                if not s.keep_going:
+                    return found
+        elif kind == "refuse":
+            found = Refusal(st["line"], st["message"] or "validate_args stops here", tuple(sorted(guards)))
+            s.found.append(found)
+            return found  # an exit or a raise ends the block whatever follows
+        elif kind == "assign":
+            s.args[st["dest"]] = _eval(_parse(st["value"]), s)
+        elif kind == "let":
+            s.local[st["name"]] = _eval(_parse(st["value"]), s)
+        elif kind == "script-defaults":
+            for key, value in _data()["script_defaults"].items():
+                if s.args.get(key) is None:
+                    s.args[key] = value
+                elif s.args.get(key) is UNKNOWN:
+                    s.args[key] = UNKNOWN
+        elif kind == "unknown":
+            inputs_default = "*" not in st["reads"] and all(
+                s.args.get(d, UNKNOWN) is not UNKNOWN and s.args.get(d) == default_of(d) for d in st["reads"])
+            _forget(s, set(st["dests"]) | ({"*"} if st["any"] and not inputs_default else set()))
+    return None
+
+
+def refusals(values: dict[str, Any], world_size: int, limit: int = 8) -> list[Refusal]:
+    """What validate_args refuses for these argument values (arg_values), in order: the first, then
+    what it would refuse next were that one fixed; empty when nothing can be decided offline."""
+    if values.get("use_checkpoint_args") or values.get("yaml_cfg") is not None:
+        return []  # the values come from a checkpoint or a YAML file, not from these arguments
+    state = _State(dict(values, rank=0, world_size=world_size))
+    state.keep_going = True
+    _run(_data()["program"], state)
+    return state.found[:limit]

@@ -1,0 +1,100 @@
+"""validate_args offline (compiler/megatron/validate.py), the pipeline split, and what needs TE or Apex.
+
+The refusals are Megatron's own statements (data/megatron_validate.json, read from the pinned source by
+tools/megatron_validate_args.py); the cases below are the ones real H200 runs crashed on, and the
+layouts NVIDIA runs that Megatron accepts.
+"""
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+from compiler.megatron.pretrain import PipelineSplit, pipeline_split_refusal
+from compiler.megatron.validate import DATA_FILE, arg_values, refusals, validate_meta
+from helpers import REPO, diagnostics_for, resolved_text
+
+MEGATRON = Path(os.environ.get("MEGATRON_LM_DIR", "/work/ext/megatron-lm"))
+
+BASE = ["--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "128",
+        "--max-position-embeddings", "128", "--micro-batch-size", "1", "--global-batch-size", "8",
+        "--train-iters", "10", "--lr", "1e-4", "--mock-data", "--tokenizer-type", "NullTokenizer",
+        "--vocab-size", "1000"]
+
+
+def first(argv, world=8):
+    found = refusals(arg_values(argv)[0], world)
+    return found[0] if found else None
+
+
+def test_a_plain_argument_list_is_not_refused():
+    assert first(BASE) is None
+
+
+def test_checkpoint_activations_exits_in_validate_args():
+    r = first(BASE + ["--checkpoint-activations"])
+    assert r is not None and "no longer valid, use --recompute-activations" in r.message
+    assert r.where.startswith("megatron/training/arguments.py:6") and "checkpoint_activations" in r.reads
+
+
+def test_weight_decay_incr_style_needs_start_and_end():
+    r = first(BASE + ["--weight-decay-incr-style", "cosine"])
+    assert r is not None and r.line == 1344 and "start_weight_decay" in r.reads
+    assert first(BASE + ["--weight-decay-incr-style", "cosine", "--start-weight-decay", "0.01",
+                         "--end-weight-decay", "0.1"]) is None
+
+
+def test_fp16_and_bf16_together():
+    r = first(BASE + ["--fp16", "--bf16"])
+    assert r is not None and "bf16" in r.reads
+
+
+def test_126_layers_on_pipeline_8_as_nvidia_runs_llama_405b():
+    argv = [*BASE[:1], "126", *BASE[2:], "--pipeline-model-parallel-size", "8"]
+    assert first(argv) is not None  # 126 % 8: refused
+    assert first(argv + ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]) is None
+    assert first(argv + ["--decoder-first-pipeline-num-layers", "14", "--decoder-last-pipeline-num-layers", "16"]) is None
+
+
+def test_the_pipeline_split_is_megatrons():
+    assert pipeline_split_refusal(PipelineSplit(126, 8)) is not None
+    assert pipeline_split_refusal(PipelineSplit(126, 8, account_for_embedding=True, account_for_loss=True)) is None
+    assert pipeline_split_refusal(PipelineSplit(126, 8, first_stage_layers=14, last_stage_layers=16)) is None
+    bad = pipeline_split_refusal(PipelineSplit(126, 8, first_stage_layers=13, last_stage_layers=15))
+    assert bad is not None and "transformer_config.py" in bad.source
+    mixed = pipeline_split_refusal(PipelineSplit(126, 8, account_for_loss=True, first_stage_layers=14))
+    assert mixed is not None and mixed.field == "args"
+    # a virtual pipeline on 2 stages: Megatron's default p2p overlap allows it
+    assert pipeline_split_refusal(PipelineSplit(8, 2, layers_per_virtual_stage=2)) is None
+    refused = pipeline_split_refusal(PipelineSplit(8, 2, layers_per_virtual_stage=2, overlap_p2p_comm=False))
+    assert refused is not None and refused.field == "pipeline"
+    assert pipeline_split_refusal(PipelineSplit(12, 2, layers_per_virtual_stage=4)) is not None  # 6 % 4
+
+
+def test_a_spec_with_126_layers_on_pipeline_8_compiles_with_megatrons_flags():
+    text = resolved_text("pretrain-mock").replace("num_layers: 4\n", "num_layers: 126\n")
+    text = text.replace("gpus_per_worker: 1\n", "gpus_per_worker: 8\n").replace("  pipeline: 1\n", "  pipeline: 8\n")
+    assert "num_layers: 126" in text and "pipeline: 8" in text
+    codes = {d.code for d in diagnostics_for(text)}
+    assert "megatron-layers-pp" in codes
+    split = text.replace("  args: []\n", "  args: [--account-for-embedding-in-pipeline-split, "
+                         "--account-for-loss-in-pipeline-split]\n")
+    assert split != text
+    assert "megatron-layers-pp" not in {d.code for d in diagnostics_for(split)}
+
+
+def test_the_data_names_the_pinned_commit_and_source():
+    meta = validate_meta()
+    assert meta["megatron_commit"].startswith("571370c8") and meta["source"] == "megatron/training/arguments.py"
+
+
+@pytest.mark.skipif(not (MEGATRON / "megatron/training/arguments.py").exists(), reason="needs a Megatron-LM "
+                    "checkout at the pinned commit (MEGATRON_LM_DIR, default /work/ext/megatron-lm)")
+def test_the_data_file_is_fresh():
+    spec = importlib.util.spec_from_file_location("mva", REPO / "tools" / "megatron_validate_args.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert tool.render(tool.extract(MEGATRON)) == DATA_FILE.read_text(), \
+        "run tools/megatron_validate_args.py to regenerate compiler/megatron/data/megatron_validate.json"
