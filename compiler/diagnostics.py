@@ -87,6 +87,7 @@ CODES: dict[str, str] = {
     "diff-git": "the base revision cannot be read through git",
     "slurm-mount": "the Slurm container does not mount the shared storage",
     "kubernetes-name": "a name the Kubernetes API server rejects",
+    "skypilot-accelerator": "a SkyPilot task without a GPU type",
     # parallelism
     "parallel-divisibility": "tensor x pipeline x context does not divide the world size",
     "expert-divisibility": "expert-tensor x expert x pipeline does not divide the world size",

@@ -26,6 +26,7 @@ SHAPE = ("platform", "schema")
 ENGINE_SECTIONS = {
     "slurm": "slurm:\n  partition: batch\n  container:\n    mounts: ['/lustre/megatron:/mnt/megatron']\n",
     "kubernetes": "kubernetes:\n  volume: {claim: megatron-shared}\n",
+    "skypilot": "skypilot:\n  accelerator: H200\n  storage: {name: megatron-shared}\n",
 }
 
 

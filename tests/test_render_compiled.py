@@ -31,7 +31,7 @@ def test_a_stale_module_is_not_used(monkeypatch):
 
 
 def test_modules_and_sources_render_the_same_bytes(monkeypatch):
-    specs = ["tp2", "tp2-dp2", "pretrain-mock", "gpt-7b", "tp2-dp2-slurm", "tp2-dp2-k8s", "pretrain-prepared", "qwen3-0.6b"]
+    specs = ["tp2", "tp2-dp2", "pretrain-mock", "gpt-7b", "tp2-dp2-slurm", "tp2-dp2-k8s", "tp2-dp2-skypilot", "pretrain-prepared", "qwen3-0.6b"]
     plans = [compile_spec(str(REPO / "specs" / f"{s}.yaml"), f"specs/{s}.yaml", render_files=False).plan for s in specs]
     from_modules = [render_module.render(plan) for plan in plans]
     source_env = render_module._environment()

@@ -126,6 +126,8 @@ class EngineFacts(NamedTuple):
 
     name: str | None
     mount_path: str | None
+    worker_flavor: str | None
+    resources_valid: bool  # resources validated: worker_flavor is what the spec says
 
 
 @runtime_checkable

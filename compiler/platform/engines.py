@@ -6,13 +6,14 @@ The one place that lists the engines; adding one is a module of this package and
 
 from __future__ import annotations
 
-from . import aistudio, kubernetes, slurm
+from . import aistudio, kubernetes, skypilot, slurm
 from .engine import Engine
 
 ENGINES: dict[str, Engine] = {
     aistudio.ENGINE.name: aistudio.ENGINE,
     slurm.ENGINE.name: slurm.ENGINE,
     kubernetes.ENGINE.name: kubernetes.ENGINE,
+    skypilot.ENGINE.name: skypilot.ENGINE,
 }
 DEFAULT_ENGINE = aistudio.ENGINE.name  # the spec schema's default for `platform:`
 

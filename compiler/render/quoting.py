@@ -142,11 +142,9 @@ def dq_text(value: str) -> Safe:
     return Safe(_no_control(value, "a double-quoted string"))
 
 
-def comment_text(value: str) -> Safe:
-    """One line of a shell comment."""
-    if not isinstance(value, str) or "\n" in value:
-        raise TemplateSafetyError(f"not one comment line: {value!r}")
-    return Safe(_no_control(value, "a comment"))
+def comment_text(value: str | int) -> Safe:
+    """Text in one line of a comment (a line break is a control character, refused)."""
+    return Safe(_no_control(_scalar_text(value), "a comment"))
 
 
 def comment(header: Header, prefix: str = "# ") -> Safe:
@@ -203,10 +201,27 @@ def heredoc(text: str) -> Safe:
     return Safe(text.rstrip("\n"))
 
 
+def yaml(value: Any) -> Safe:
+    """A YAML scalar: an int as it is, a string JSON-quoted (JSON's strings are YAML's double-quoted ones)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return Safe(str(value))
+    return Safe(json.dumps(_no_control(_scalar_text(value), "a YAML string"), ensure_ascii=False))
+
+
+def yaml_heredoc(text: str) -> Safe:
+    """A generated script inside a YAML literal block (two spaces in) as a quoted here-document's body;
+    refused if a line of it would end the document early."""
+    lines = str(heredoc(text)).split("\n")
+    for line in lines:
+        _no_control(line.replace("\t", ""), "a YAML block")
+    return Safe("\n".join("  " + line if line else "" for line in lines))
+
+
 QUOTING_FILTERS = {
     "sh": sh, "sh_word": sh_word, "sh_command": sh_command, "sh_inline": sh_inline, "sh_name": sh_name, "comment": comment,
     "docker_word": docker_word, "docker_str": docker_str, "docker_json": docker_json, "md": md, "md_code": md_code,
     "heredoc": heredoc, "sh_param": sh_param, "sh_names": sh_names, "dq_text": dq_text, "comment_text": comment_text,
+    "yaml": yaml, "yaml_heredoc": yaml_heredoc,
 }
 
 

@@ -290,6 +290,22 @@ class Kubernetes(_Section):
     active_deadline_seconds: int | None = Field(default=None, ge=1)
 
 
+class SkyPilotStorage(_Section):
+    """The shared storage: a bucket SkyPilot mounts at storage.mount_path on every node."""
+
+    name: NonEmptyText  # the bucket
+    store: Literal["s3", "gcs", "azure", "r2", "ibm", "oci", "cos", "nebius"] | None = None  # default: SkyPilot's
+    mode: Literal["MOUNT", "MOUNT_CACHED"] = "MOUNT_CACHED"  # MOUNT_CACHED: SkyPilot's advice for checkpoints
+
+
+class SkyPilot(_Section):
+    """A SkyPilot task: num_nodes nodes of the GPU type, in the image, the bucket mounted."""
+
+    accelerator: NonEmptyText | None = None  # SkyPilot's GPU name (H200, H100, A100-80GB); default resources.worker_flavor
+    cloud: NonEmptyText | None = None  # e.g. kubernetes, aws, gcp; default: any cloud SkyPilot may use
+    storage: SkyPilotStorage
+
+
 class HuggingFaceSource(_Section):
     """A Hugging Face model: its config.json committed beside the spec, its directory on the storage."""
 
@@ -312,7 +328,7 @@ class InitFrom(_Section):
 
 
 class JobSpec(_Section):
-    """A Megatron training job on AIStudio (or Slurm, or Kubernetes), spec format v1."""
+    """A Megatron training job on AIStudio (or Slurm, Kubernetes, SkyPilot), spec format v1."""
 
     model_config = ConfigDict(
         extra="forbid", frozen=True, strict=True, defer_build=True,
@@ -328,9 +344,10 @@ class JobSpec(_Section):
     parallelism: Parallelism = Field(default_factory=Parallelism)
     training: Training = Field(default_factory=Training)
     init_from: InitFrom | None = None
-    platform: Literal["aistudio", "slurm", "kubernetes"] = "aistudio"  # the engine the job runs on
+    platform: Literal["aistudio", "slurm", "kubernetes", "skypilot"] = "aistudio"  # the engine the job runs on
     slurm: Slurm | None = None
     kubernetes: Kubernetes | None = None
+    skypilot: SkyPilot | None = None
 
 
 def unwrap(annotation: Any) -> Any:

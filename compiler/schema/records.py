@@ -225,6 +225,26 @@ class Resources(Record):
     gpu_memory_gb: float | None
 
 
+class SkyPilot(Record):
+    """A SkyPilot task: num_nodes nodes of the GPU type, in the image, the bucket mounted."""
+
+    __slots__ = ()
+
+    accelerator: str | None
+    cloud: str | None
+    storage: SkyPilotStorage
+
+
+class SkyPilotStorage(Record):
+    """The shared storage: a bucket SkyPilot mounts at storage.mount_path on every node."""
+
+    __slots__ = ()
+
+    name: str
+    store: Literal['s3', 'gcs', 'azure', 'r2', 'ibm', 'oci', 'cos', 'nebius'] | None
+    mode: Literal['MOUNT', 'MOUNT_CACHED']
+
+
 class Slurm(Record):
     """A Slurm batch job: one srun task per node, in the image through pyxis."""
 
@@ -292,7 +312,7 @@ class Training(Record):
 
 
 class JobSpec(Record):
-    """A Megatron training job on AIStudio (or Slurm, or Kubernetes), spec format v1."""
+    """A Megatron training job on AIStudio (or Slurm, Kubernetes, SkyPilot), spec format v1."""
 
     __slots__ = ()
 
@@ -305,6 +325,7 @@ class JobSpec(Record):
     parallelism: Parallelism
     training: Training
     init_from: InitFrom | None
-    platform: Literal['aistudio', 'slurm', 'kubernetes']
+    platform: Literal['aistudio', 'slurm', 'kubernetes', 'skypilot']
     slurm: Slurm | None
     kubernetes: Kubernetes | None
+    skypilot: SkyPilot | None

@@ -40,7 +40,8 @@ from .record import Record
 _SOURCES = ("models.py", "formats.py", "validator.py", "record.py", "records.py", "generate.py")  # what the schema is built from
 
 # The sections the rules see on their own when the whole spec did not validate.
-SECTIONS = ("image", "megatron", "resources", "storage", "parallelism", "training", "init_from", "slurm", "kubernetes")
+SECTIONS = ("image", "megatron", "resources", "storage", "parallelism", "training", "init_from", "slurm", "kubernetes",
+            "skypilot")
 
 
 # --- the schema, built from the models -------------------------------------------------------------

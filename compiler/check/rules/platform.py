@@ -28,6 +28,8 @@ def check_engine(ctx: RuleContext) -> Iterator[Diagnostic]:
     engine = ctx.facts.engine
     if engine.section is None or engine.section not in ctx.sections:
         return
-    facts = EngineFacts(name=ctx.facts.name, mount_path=ctx.facts.mount_path)
+    res = ctx.sections.get("resources")
+    facts = EngineFacts(name=ctx.facts.name, mount_path=ctx.facts.mount_path,
+                        worker_flavor=None if res is None else res.worker_flavor, resources_valid=res is not None)
     for finding in engine.check(ctx.sections[engine.section], facts):
         yield ctx.locate(finding.code, finding.message, finding.key_path, hint=finding.hint)
