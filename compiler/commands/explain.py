@@ -80,7 +80,8 @@ def _pretrain_data(plan: Plan) -> dict[str, Any]:
     if pre is None:
         return {}
     out: dict[str, Any] = {"train_iters": pre.train_iters, "num_microbatches": pre.num_microbatches,
-                 "virtual_pipeline_parallel": pre.virtual_pipeline}
+                 "virtual_pipeline_parallel": pre.virtual_pipeline,
+                 "schedule": None if pre.schedule is None else pre.schedule._asdict()}
     est = pre.estimate
     if est is None:
         return {**out, "memory_mb": None, "checkpoint_bytes": None}

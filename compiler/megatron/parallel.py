@@ -81,6 +81,24 @@ def rank_layout(world: int, tensor: int, pipeline: int, context: int) -> RankLay
     )
 
 
+class ExpertRankLayout(NamedTuple):
+    tensor: list[list[int]]  # expert tensor parallel
+    expert: list[list[int]]
+    data: list[list[int]]  # expert data parallel
+
+
+def expert_rank_layout(world: int, expert_tensor: int, expert: int, pipeline: int) -> ExpertRankLayout:
+    """Megatron's expert groups (parallel_state.py: the expert RankGenerator, context 1, the same
+    order), for a world that expert_tensor × expert × pipeline divides."""
+    data = world // (expert_tensor * expert * pipeline)
+    sizes = {"tp": expert_tensor, "cp": 1, "ep": expert, "dp": data, "pp": pipeline}
+    return ExpertRankLayout(
+        tensor=_orthogonal_groups(world, sizes, ORDER, "tp"),
+        expert=_orthogonal_groups(world, sizes, ORDER, "ep"),
+        data=_orthogonal_groups(world, sizes, ORDER, "dp"),
+    )
+
+
 def worker_ranks(workers: int, gpus_per_worker: int) -> list[list[int]]:
     """torchrun's global ranks per worker: node_rank × nproc_per_node + local_rank."""
     return [list(range(w * gpus_per_worker, (w + 1) * gpus_per_worker)) for w in range(workers)]
@@ -108,6 +126,12 @@ class ParallelLayout(NamedTuple):
     def rank_groups(self) -> RankLayout:
         """Megatron's dense rank groups of this layout."""
         return rank_layout(self.world, self.tensor, self.pipeline, self.context)
+
+    def expert_groups(self) -> ExpertRankLayout | None:
+        """Megatron's expert groups of this layout; None when the expert sizes do not fit the world."""
+        if self.expert_data < 1 or self.world % (self.expert_tensor * self.expert * self.pipeline):
+            return None
+        return expert_rank_layout(self.world, self.expert_tensor, self.expert, self.pipeline)
 
     def ranks_per_worker(self) -> tuple[tuple[int, ...], ...]:
         """torchrun's global ranks on each worker."""

@@ -1,8 +1,6 @@
 """Time per iteration of pretrain_gpt.py on a GPU type, before a GPU is spent.
 
-FLOPs per iteration are Megatron's own (flops.py, a port of num_floating_point_operations).
-
-Time per iteration is a sum of labelled terms (docs/performance-model.md), on the GPU of the
+FLOPs per iteration are Megatron's own (flops.py, a port of num_floating_point_operations). Time per iteration is a sum of labelled terms (docs/performance-model.md), on the GPU of the
 slowest (last) pipeline stage:
 
     compute          = FLOPs (+ recompute, + the masked half an unfused attention computes)
@@ -29,6 +27,7 @@ from .gpus import LINK_EFFICIENCY, Gpu, gpu_named, gpu_of_flavor, worker_network
 from .memory import Estimate, estimate
 from .parallel import ParallelLayout, parallel_layout, world_size
 from .pretrain import num_microbatches, padded_vocab_size, train_iterations, virtual_pipeline_size, vocab_size
+from .schedule import bubble_fraction
 
 
 
@@ -224,7 +223,7 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float, utilis
     elementwise = cal.elementwise_bytes * w.elementwise / hbm * (FUSED_ELEMENTWISE_SHARE if par.fused_kernels else 1.0)
     logits = w.logits_bytes / hbm
     per_microbatch_work = compute + attention + elementwise + logits
-    bubble = per_microbatch_work * (pp - 1) / (v * m) if pp > 1 else 0.0
+    bubble = per_microbatch_work * bubble_fraction(pp, v, m)
     terms = [
         Term("compute", compute, True, cal.fitted,
              f"{w.flops / 1e12:.1f} TFLOP on a last-stage GPU ({w.megatron_flops / 1e12:.1f} by Megatron's count"

@@ -24,6 +24,7 @@ from ..schema.record import Overlay, to_json
 
 if TYPE_CHECKING:
     from ..load.lockfile import Lock
+from .pictures import pictures, schedule_summary
 from .report import data_rows, report, steps_section, time_section
 from .build_words import flag_words
 from .init import init_plan, init_steps
@@ -133,6 +134,8 @@ def _pretrain_plan(spec: Any, facts: Facts, prices: tuple[PriceRow, ...]) -> Pre
     step = facts.step_time
     total = None if step is None else _training_time(step, layout.world, t.batch.global_, t.train_iters,
                                                       t.train_samples)
+    microbatches = num_microbatches(t.batch.global_, t.batch.micro, layout.data)
+    virtual = virtual_pipeline_size(t.model.num_layers, layout.pipeline, t.virtual_pipeline)
     gpu = None
     if step is not None:
         from ..megatron.timing import gpu_of_spec  # the GPU the step time was computed for
@@ -142,11 +145,10 @@ def _pretrain_plan(spec: Any, facts: Facts, prices: tuple[PriceRow, ...]) -> Pre
     return PretrainPlan(
         flags=facts.flags, train_iters=train_iterations(t.train_iters, t.train_samples, t.batch.global_),
         save_interval=t.checkpoint.save_interval,
-        num_microbatches=num_microbatches(t.batch.global_, t.batch.micro, layout.data),
-        virtual_pipeline=virtual_pipeline_size(t.model.num_layers, layout.pipeline, t.virtual_pipeline),
+        num_microbatches=microbatches, virtual_pipeline=virtual,
         estimate=facts.estimate, step_time=step, training_time=total,
         cost=None if total is None or gpu is None else cost_of(total.gpu_hours, prices, gpu, facts.engine.name),
-        gpu=gpu,
+        gpu=gpu, schedule=schedule_summary(layout.pipeline, virtual, microbatches),
     )
 
 
@@ -255,5 +257,5 @@ def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | Non
         dockerfile_copy=("Megatron-LM", root), steps=steps,
         report=report(spec, facts, groups, launch, pins.job_image, pretrain, pinning(spec, lock, spec_display, train.artifacts[0].file))
         + time_section(pretrain) + _steps_report(spec, facts, steps),
-        summary=SUMMARY_ARTIFACTS,
+        summary=SUMMARY_ARTIFACTS, pictures=pictures(layout, groups, pretrain),
     )

@@ -73,6 +73,23 @@ class LaunchPlan(NamedTuple):
     runtime_probe: str
 
 
+class ScheduleSummary(NamedTuple):
+    """Megatron's pipeline schedule of the job (megatron/schedule.py), per pipeline stage."""
+
+    kind: str  # no pipeline | 1F1B | interleaved 1F1B
+    bubble_fraction: float  # (pp - 1) / (v × m): the step model's bubble
+    warmup: tuple[int, ...]  # forwards before the first backward, per stage
+    steady: tuple[int, ...]  # 1F1B pairs, per stage
+
+
+class Picture(NamedTuple):
+    """A Mermaid diagram of plan.md: its lines as they are printed, built from plan values only."""
+
+    title: str
+    caption: str
+    lines: tuple[str, ...]
+
+
 class PretrainPlan(NamedTuple):
     flags: tuple[Flag, ...]
     train_iters: int  # the iterations the run trains (from train_samples for sample-based training)
@@ -84,6 +101,7 @@ class PretrainPlan(NamedTuple):
     training_time: "TrainingTime | None"  # to the last iteration, and GPU-hours
     cost: "Cost | None" = None  # the GPU-hours at the price table's rate (platform/prices.py)
     gpu: str | None = None  # the price table's GPU key: the GPU the worker flavor names
+    schedule: ScheduleSummary | None = None
 
 
 class Check(NamedTuple):
@@ -178,6 +196,7 @@ class Plan(NamedTuple):
     steps: tuple[Step, ...]
     report: tuple[ReportSection, ...]
     summary: tuple[Artifact, ...]  # the plan's own files (plan.md)
+    pictures: tuple[Picture, ...] = ()  # plan.md's diagrams (plan/pictures.py)
 
     @property
     def train(self) -> Step:

@@ -190,6 +190,15 @@ def md_code(value: str) -> Safe:
     return Safe(f"{fence}{pad}{text}{pad}{fence}")
 
 
+def mermaid(line: str) -> Safe:
+    """A line of a Mermaid diagram inside a ```mermaid fence (built by plan/pictures.py from numbers
+    and fixed words); refused if it could end the fence or hold a control character."""
+    text = _no_control(_scalar_text(line), "Mermaid")
+    if "`" in text:
+        raise TemplateSafetyError("a Mermaid line holds a backtick, which could end its fence")
+    return Safe(text)
+
+
 HEREDOC_DELIMITER = "LAUNCH_SH"
 
 
@@ -221,7 +230,7 @@ QUOTING_FILTERS = {
     "sh": sh, "sh_word": sh_word, "sh_command": sh_command, "sh_inline": sh_inline, "sh_name": sh_name, "comment": comment,
     "docker_word": docker_word, "docker_str": docker_str, "docker_json": docker_json, "md": md, "md_code": md_code,
     "heredoc": heredoc, "sh_param": sh_param, "sh_names": sh_names, "dq_text": dq_text, "comment_text": comment_text,
-    "yaml": yaml, "yaml_heredoc": yaml_heredoc,
+    "yaml": yaml, "yaml_heredoc": yaml_heredoc, "mermaid": mermaid,
 }
 
 
