@@ -47,6 +47,14 @@ def arrow(change: Change, sep: str = "->") -> str:
     return f"{old} {sep} {new}{relative(change)}"
 
 
+def shown(spec: SpecDiff) -> list[Change]:
+    """The changes text and markdown list: for a new spec its headline values (every value is new;
+    --format json has them all), else every value but the artifacts'."""
+    if spec.status == "added":
+        return [c for c in headline(list(spec.changes)) if c.head is not None]
+    return [c for c in spec.changes if c.kind != "artifact"]
+
+
 def _artifacts(changes: tuple[Change, ...]) -> list[str]:
     return [c.label for c in changes if c.kind == "artifact"]
 
@@ -88,10 +96,8 @@ def render_text(report: DiffReport) -> str:
     lines = [f"base {report.revision.commit[:12]} ({report.revision.described}) -> work tree"]
     for spec in report.specs:
         lines.append(f"{spec.path}: {status_text(spec)}")
-        for change in spec.changes:
-            if change.kind != "artifact":
-                lines.append(f"  {change.kind} {change.label}: {arrow(change)}")
-        if _artifacts(spec.changes):
+        lines += [f"  {change.kind} {change.label}: {arrow(change)}" for change in shown(spec)]
+        if _artifacts(spec.changes) and spec.status != "added":
             lines.append(f"  artifacts changed: {', '.join(_artifacts(spec.changes))}")
         lines += ["  " + line for line in format_text(list(spec.guardrails) + list(spec.errors)).splitlines()]
     if report.diagnostics:
@@ -133,13 +139,13 @@ def _diagnostic_line(d: Diagnostic) -> str:
 
 def _details(spec: SpecDiff) -> str:
     rows = [f"| {_md(c.label)} | {_md(number(c.base))} | {_md(number(c.head))}{relative(c)} |"
-            for c in spec.changes if c.kind != "artifact"]
+            for c in shown(spec)]
     body = [f"<details><summary>{_code(spec.path)}: {_md(status_text(spec))}, {len(rows)} value"
             f"{'s' if len(rows) != 1 else ''}</summary>", ""]
     body += [_diagnostic_line(d) + "<br>" for d in spec.guardrails + spec.errors]
     if rows:
         body += ["", "| value | base | head |", "|---|---|---|"] + rows
-    if _artifacts(spec.changes):
+    if _artifacts(spec.changes) and spec.status != "added":
         body += ["", "Artifacts changed: " + ", ".join(_code(a) for a in _artifacts(spec.changes))]
     return "\n".join(body + ["", "</details>", ""])
 
