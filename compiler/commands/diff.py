@@ -20,7 +20,7 @@ from typing import TextIO
 from ..diagnostics import Diagnostic, format_text, make_error, sort_diagnostics
 from ..load.discover import SPEC_SUFFIXES, bases_of, extends_in, find_specs
 from ..load.gitrev import GitError, GitTree, base_revision, toplevel
-from .diff_model import DiffReport, Side, SpecDiff, changes, gpu_hours, same_job, side_of
+from .diff_model import DiffReport, Side, SpecDiff, changes, gpu_hours, same_job, semantic, side_of
 
 DEFAULT_SPECS = ("specs",)
 
@@ -121,7 +121,7 @@ def compare(base_paths: list[str], head_paths: list[str], root: str, tree: GitTr
             diffs[rel] = SpecDiff(rel, "added", tuple(changes(_empty(rel), head)), head=head, guardrails=_guardrails(None, head))
         else:
             found = tuple(changes(base, head)) if base.ok else tuple(changes(_empty(rel), head))
-            status = "changed" if found or not base.ok else "unchanged"
+            status = "changed" if semantic(found) or not base.ok else "unchanged"
             diffs[rel] = SpecDiff(rel, status, found, base=base, head=head, guardrails=_guardrails(base, head))
     removed = [d for d in diffs.values() if d.status == "removed"]
     for added in [d for d in diffs.values() if d.status == "added"]:

@@ -64,6 +64,8 @@ def status_text(spec: SpecDiff) -> str:
         return f"renamed from {spec.renamed_from} (the same job)"
     if spec.status == "changed" and spec.base is not None and not spec.base.ok:
         return "changed (it did not compile at the base)"
+    if spec.status == "unchanged" and _artifacts(spec.changes):
+        return f"no change ({', '.join(_artifacts(spec.changes))} differ in form only: the same values)"
     return {"unchanged": "no change"}.get(spec.status, spec.status)
 
 
@@ -97,7 +99,7 @@ def render_text(report: DiffReport) -> str:
     for spec in report.specs:
         lines.append(f"{spec.path}: {status_text(spec)}")
         lines += [f"  {change.kind} {change.label}: {arrow(change)}" for change in shown(spec)]
-        if _artifacts(spec.changes) and spec.status != "added":
+        if _artifacts(spec.changes) and spec.status not in ("added", "unchanged"):
             lines.append(f"  artifacts changed: {', '.join(_artifacts(spec.changes))}")
         lines += ["  " + line for line in format_text(list(spec.guardrails) + list(spec.errors)).splitlines()]
     if report.diagnostics:
@@ -140,7 +142,7 @@ def _diagnostic_line(d: Diagnostic) -> str:
 def _details(spec: SpecDiff) -> str:
     rows = [f"| {_md(c.label)} | {_md(number(c.base))} | {_md(number(c.head))}{relative(c)} |"
             for c in shown(spec)]
-    body = [f"<details><summary>{_code(spec.path)}: {_md(status_text(spec))}, {len(rows)} value"
+    body = [f"<details><summary><code>{_md(spec.path)}</code>: {_md(status_text(spec))}, {len(rows)} value"
             f"{'s' if len(rows) != 1 else ''}</summary>", ""]
     body += [_diagnostic_line(d) + "<br>" for d in spec.guardrails + spec.errors]
     if rows:

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from ..diagnostics import Diagnostic
 from ..load.gitrev import Revision
+from ..megatron.flags import at_default
 from ..load.discover import lock_path
 from ..plan.shell import argv_of
 from ..schema.record import to_json
@@ -93,7 +94,8 @@ def _flags(words: list[str]) -> dict[str, Any]:
             current = name
         else:
             flags[current].append(word)
-    return {k: " ".join(v) if v else True for k, v in flags.items()}
+    # a typed flag written out at Megatron's default is the flag left out: Megatron gets the same value
+    return {k: " ".join(v) if v else True for k, v in flags.items() if not at_default(k, tuple(v))}
 
 
 def _artifact_digest(text: str, header_lines: tuple[str, ...], spec_path: str) -> str:
@@ -143,8 +145,10 @@ def changes(base: Side, head: Side) -> list[Change]:
     for key in list(head.values) + [k for k in base.values if k not in head.values]:
         old, new = base.values.get(key), head.values.get(key)
         if old != new or (key in base.values) != (key in head.values):
-            found.append(Change(key, LABELS.get(key, key.split(".", 1)[1] if "." in key else key), old, new,
-                                _kind(key)))
+            label = LABELS.get(key, key.split(".", 1)[1] if "." in key else key)
+            if key == "explain.cost.amount":  # the money's unit
+                label += f" ({head.values.get('explain.cost.currency') or base.values.get('explain.cost.currency')})"
+            found.append(Change(key, label, old, new, _kind(key)))
     return found
 
 
@@ -154,9 +158,16 @@ def headline(found: list[Change]) -> list[Change]:
     return [by_key[key] for key, _ in HEADLINE if key in by_key]
 
 
+def semantic(found: list[Change] | tuple[Change, ...]) -> bool:
+    """Whether changes change the job: an artifact that differs while every value is the same
+    differs in form only (a flag written out at Megatron's default, a lock re-resolved to the same
+    digest)."""
+    return any(c.kind != "artifact" for c in found)
+
+
 def same_job(base: Side, head: Side) -> bool:
     """Whether two compiled sides are the same job (a rename when their paths differ)."""
-    return base.ok and head.ok and base.values == head.values
+    return base.ok and head.ok and not semantic(changes(base, head))
 
 
 def gpu_hours(side: Side) -> float | None:

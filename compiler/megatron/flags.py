@@ -319,3 +319,13 @@ def import_table() -> dict[str, tuple[tuple[str, ...], str]]:
 IMPLIED = (frozenset(f for c in FLAGS if isinstance(c, Custom) for f in c.flags if f != "--data-path")
            | frozenset(r.flag for r in ROWS if r.kind == "switch" and r.when != TRUE)
            | frozenset(r.flag for r in ROWS if r.kind.startswith("const:") and r.requires is not None))
+
+
+def at_default(flag: str, values: tuple[str, ...]) -> bool:
+    """Whether a typed flag passes the value Megatron takes without it (a NOT_DEFAULT row whose
+    field was written out at the default): Megatron receives the same value either way."""
+    for row in ROWS:
+        if row.flag == flag and row.when == NOT_DEFAULT and row.default is not None and row.kind != "switch":
+            shown = number(float(str(row.default))) if row.kind == "float" else str(row.default)
+            return values == (shown,)
+    return False
