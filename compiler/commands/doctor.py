@@ -20,6 +20,7 @@ from ..megatron.failures import Evidence, Facts, Finding, Fix, RunFiles, WorkerF
 from ..megatron.runfiles import (
     CHECKPOINT_DIR, EXIT_RECORD, LATEST_CHECKPOINT, LAUNCH_LOG, RUNTIME_RECORD, TRAIN_LOG, worker_log_dir,
 )
+from .doctor_read import latest_attempt, read_bounded
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE = 0, 1, 2
 
@@ -59,37 +60,48 @@ def spec_facts(path: str, display: str) -> SpecFacts | str:
         gpu_memory_gb=est.gpu_memory_gb if est is not None else None,
         loads_weights=t.resume or any(a.split("=", 1)[0] == "--pretrained-checkpoint" for a in t.args),
         resume=plan.launch.resume, default_master_port=plan.launch.default_master_port,
+        split=t.data.split if t.data is not None else None,
+        data_paths=tuple(p.prefix for p in result.facts.prepared or ()) if result.facts is not None and
+        result.facts.prepared else (tuple(t.data.paths) if t.data is not None else ()),
     )
     files = result.files or {}
     return SpecFacts(facts, plan.run_root, files.get("verify.sh"))
 
 
-def _read(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return None
-
-
 def read_run(root: str, facts: Facts) -> RunFiles:
-    """The run root's texts, laid out as the launch command writes them (nodes/node-K/ for several workers)."""
-    workers = []
+    """The run root's texts, laid out as the launch command writes them (nodes/node-K/ for several workers):
+    each read bounded (doctor_read.py), the appended logs cut to their latest attempt, and the files that
+    could not be read listed with the reason."""
+    unreadable: list[Evidence] = []
+
+    def read(base: str, name: str) -> str | None:
+        got = read_bounded(os.path.join(base, name))
+        if got.problem is not None:
+            unreadable.append(Evidence(os.path.relpath(os.path.join(base, name), root), 0, got.problem))
+        return got.text
+
+    workers, launches = [], []
     for k in range(facts.workers):
         directory = worker_log_dir(k, facts.workers).rstrip("/")
         base = os.path.join(root, directory) if directory else root
+        launch = read(base, LAUNCH_LOG)
+        launches.append(sum(1 for x in (launch or "").splitlines() if x.startswith("launch.sh: started ")))
         workers.append(WorkerFiles(
-            index=k, directory=directory, train_log=_read(os.path.join(base, TRAIN_LOG)),
-            launch_log=_read(os.path.join(base, LAUNCH_LOG)), exit_status=_read(os.path.join(base, EXIT_RECORD)),
-            runtime=_read(os.path.join(base, RUNTIME_RECORD)),
+            index=k, directory=directory, train_log=latest_attempt(read(base, TRAIN_LOG), "train"),
+            launch_log=latest_attempt(launch, "launch"), exit_status=read(base, EXIT_RECORD),
+            runtime=read(base, RUNTIME_RECORD),
         ))
     ckpt = os.path.join(root, CHECKPOINT_DIR)
     listing = []
-    for dirpath, _, names in os.walk(ckpt):
+    # the checkpoint's names only (never its contents); a bounded walk that does not follow links
+    for dirpath, dirs, names in os.walk(ckpt, followlinks=False):
         for name in names:
             listing.append(os.path.relpath(os.path.join(dirpath, name), ckpt))
+        if len(listing) > 200_000:
+            break
     return RunFiles(root=root, workers=tuple(workers), checkpoint_files=tuple(sorted(listing)),
-                    latest_checkpointed_iteration=_read(os.path.join(ckpt, LATEST_CHECKPOINT)))
+                    latest_checkpointed_iteration=read(ckpt, LATEST_CHECKPOINT), unreadable=tuple(unreadable),
+                    launches=tuple(launches))
 
 
 def run_verify(verify_sh: str | None, root: str) -> dict[str, Any] | None:
@@ -109,8 +121,14 @@ def run_verify(verify_sh: str | None, root: str) -> dict[str, Any] | None:
 
 
 def verify_findings(verdict: dict[str, Any] | None) -> list[Finding]:
-    """A run no failure explains, but that verify.sh fails: each failed check is evidence."""
-    if verdict is None or verdict.get("passed", False):
+    """A run no failure explains, but that verify.sh fails: each failed check is evidence. A run verify.sh
+    could not judge is not reported healthy either."""
+    if verdict is None:
+        return [Finding(
+            "not-checked", "no failure was found in the logs, but verify.sh could not be run on the run root, so "
+            "the run is not known to be healthy", (Evidence("verify.sh", 0, "(could not be run, or gave no verdict)"),),
+            (Fix("(verify.sh)", "run the generated verify.sh on the run root by hand; bash is needed"),))]
+    if verdict.get("passed", False):
         return []
     failed = [c for c in verdict.get("checks", []) if c.get("status") != "pass"]
     return [Finding(
@@ -125,8 +143,7 @@ def _text(out: TextIO, root: str, spec: str, findings: list[Finding], verdict: d
     out.write(f"doctor: {root} (spec {spec})\n")
     if not findings:
         checks = verdict.get("checks", []) if verdict else []
-        out.write(f"healthy: verify.sh passed {len(checks)} of {len(checks)} checks\n" if verdict
-                  else "healthy: no failure found (verify.sh could not be run)\n")
+        out.write(f"healthy: verify.sh passed {len(checks)} of {len(checks)} checks\n")
         return
     out.write(f"FAILED: {len(findings)} finding{'s' if len(findings) != 1 else ''}; the first is the cause, "
               "the others follow from it or add to it\n")

@@ -12,8 +12,9 @@ in failures_launch.py (up to the rendezvous) and failures_training.py (once trai
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
-from . import failures_launch, failures_training
+from . import failures_causes, failures_launch, failures_training
 from .failures_logs import (
     Detector, Evidence, Facts, Finding, Fix, Line, RunFiles, WorkerFiles, exit_code, launch_lines, train_lines,
 )
@@ -22,18 +23,27 @@ __all__ = ["DETECTORS", "ORDER", "Evidence", "Facts", "Finding", "Fix", "Line", 
            "diagnose", "first_error_lines"]
 
 # Every detector, in the order they were written: those of the launch, then those of training.
-DETECTORS: list[Detector] = [*failures_launch.DETECTORS, *failures_training.DETECTORS]
+DETECTORS: list[Detector] = [*failures_launch.DETECTORS, *failures_training.DETECTORS, *failures_causes.DETECTORS]
 
 # --- the diagnosis -----------------------------------------------------------------------------
 
 # The order findings are reported in: what stops a run earliest (and explains the rest) first.
-ORDER = ("worker-never-started", "megatron-missing", "megatron-commit-unset", "storage-not-writable",
+ORDER = ("never-started", "worker-never-started", "megatron-missing", "megatron-commit-unset", "storage-not-writable",
          "worker-count-mismatch", "gpu-count-mismatch", "no-gpu", "run-root-reused", "helper-build-no-compiler",
          "helper-build-no-pybind11", "helper-build-no-python-headers", "helper-build-no-make",
-         "helper-build-failed", "megatron-not-importable", "rendezvous-timeout", "cuda-device-error",
-         "cuda-out-of-memory", "nccl-error", "nan-loss", "fp16-no-step", "killed-sigterm", "killed-signal", "killed-sigkill",
-         "rank-crashed", "weights-not-loaded", "wrong-megatron-commit", "runtime-gpu-count", "logs-incomplete",
-         "checkpoint-missing")
+         "helper-build-failed", "megatron-not-importable", "data-not-prepared", "data-manifest-mismatch",
+         "rendezvous-timeout", "cuda-device-error", "checkpoint-model-mismatch", "token-beyond-vocab",
+         "cuda-device-assert", "cuda-out-of-memory", "dataset-index-hang", "killed-after-training", "worker-vanished",
+         "collective-timeout", "nccl-error", "nan-loss", "fp16-no-step", "killed-sigterm", "killed-signal",
+         "killed-sigkill", "rank-crashed", "weights-not-loaded", "wrong-megatron-commit", "runtime-gpu-count", "logs-incomplete",
+         "checkpoint-missing", "unreadable-file")
+
+# Causes that NCCL's errors follow from: the watchdog and DistBackendError lines that ranks log after a
+# peer crashed, asserted or vanished are consequences, reported after the cause, never first.
+NCCL_CONSEQUENCE_OF = {"checkpoint-model-mismatch", "token-beyond-vocab", "cuda-device-assert", "cuda-out-of-memory",
+                       "worker-vanished", "dataset-index-hang", "data-not-prepared", "nan-loss", "collective-timeout",
+                       "cuda-device-error"}
+NCCL_TEXT = re.compile(r"NCCL|DistBackendError|Watchdog|ProcessGroupNCCL|collective operation timeout")
 
 ERRORISH = re.compile(r"Error|Exception|Traceback|FAILED|fatal|Killed|No such file|not found|refused|"
                       r"launch\.sh: (?!started|torchrun)", re.I)
@@ -61,6 +71,19 @@ def diagnose(files: RunFiles, facts: Facts) -> list[Finding]:
     for f in found:
         if not any(u.cause == f.cause and u.worker == f.worker for u in unique):
             unique.append(f)
+    causes = {f.cause for f in unique}
+    crashed = any(f.cause == "rank-crashed" and not NCCL_TEXT.search(f.summary) for f in unique)
+    if "nccl-error" in causes and (causes & NCCL_CONSEQUENCE_OF or crashed):
+        # the NCCL error follows from the cause above it: last, and said so
+        nccl = [replace(f, summary=f.summary + " (a consequence of the failure reported first, not its cause)")
+                for f in unique if f.cause == "nccl-error"]
+        unique = [f for f in unique if f.cause != "nccl-error"]
+        if crashed:  # the rank's own exception is the cause: before what its crash explains (killed, …)
+            rank = [f for f in unique if f.cause == "rank-crashed"]
+            rest = [f for f in unique if f.cause != "rank-crashed"]
+            at = sum(1 for f in rest if ORDER.index(f.cause) < ORDER.index("nccl-error")) if rest else 0
+            unique = rest[:at] + rank + rest[at:]
+        unique += nccl
     failed = any(exit_code(w) != 0 for w in files.workers)
     if failed and not unique:
         lines = first_error_lines(files)

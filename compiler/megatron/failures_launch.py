@@ -180,8 +180,9 @@ def launches_on_one_root(files: RunFiles, facts: Facts) -> Iterator[Finding]:
         return
     for w in files.workers:
         starts = find_all(launch_lines(w), r"^launch\.sh: started ")
-        if len(starts) > 1 and not find(launch_lines(w), r"already exists: an earlier run used this run root"):
-            yield Finding("run-root-reused", f"{len(starts)} launches used this run root; a run root holds one run",
+        count = files.launches[w.index] if w.index < len(files.launches) else len(starts)
+        if count > 1 and not find(launch_lines(w), r"already exists: an earlier run used this run root"):
+            yield Finding("run-root-reused", f"{count} launches used this run root; a run root holds one run",
                           tuple(s.evidence() for s in starts),
                           (Fix("storage.run_root", "a directory of its own for each run"),), worker=w.index)
 

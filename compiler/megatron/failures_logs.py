@@ -41,6 +41,8 @@ class RunFiles:
     workers: tuple[WorkerFiles, ...]
     checkpoint_files: tuple[str, ...] = ()  # paths under ckpt/, relative to it
     latest_checkpointed_iteration: str | None = None  # ckpt/latest_checkpointed_iteration.txt
+    unreadable: tuple[Evidence, ...] = ()  # files of the run that could not be read, and why
+    launches: tuple[int, ...] = ()  # per worker: the launches its launch.log records (before cutting to the latest)
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,8 @@ class Facts:
     loads_weights: bool = False  # training.resume, or a checkpoint to start from
     resume: bool = False  # training.resume: the run root is meant to hold an earlier run
     default_master_port: int = 29500
+    split: str | None = None  # training.data.split (None: Megatron's default)
+    data_paths: tuple[str, ...] = ()  # the prefixes training reads
 
     @property
     def world_size(self) -> int:
@@ -139,8 +143,24 @@ class Line:
         return int(m.group(1)) if m else None
 
 
+# What the doctor's bounded reader puts where it skipped lines (the middle of a large log, the earlier
+# attempts of an appended one): one line that stands for N lines of the file.
+SKIPPED = re.compile(r"^\[doctor: (\d+) lines not read\]$")
+
+
 def lines_of(file: str, text: str | None) -> list[Line]:
-    return [] if text is None else [Line(file, i, clean(t)) for i, t in enumerate(text.splitlines(), 1)]
+    """The lines of a text, numbered as in the file (a skipped-lines marker counts as its lines)."""
+    if text is None:
+        return []
+    out, number = [], 0
+    for t in text.splitlines():
+        skipped = SKIPPED.match(t)
+        if skipped:
+            number += int(skipped.group(1))
+            continue
+        number += 1
+        out.append(Line(file, number, clean(t)))
+    return out
 
 
 def find(lines: list[Line], pattern: str, flags: int = 0) -> Line | None:

@@ -16,6 +16,7 @@ from .failures_logs import (
     BAD, ITERATION, LOSS, Detector, Evidence, Facts, Finding, Fix, Line, RunFiles, exit_code, find,
     iteration_lines, last_rank_worker, launch_lines, registry, runtime_value, train_lines,
 )
+from . import failures_causes
 from .runfiles import CHECKPOINT_DIR
 
 DETECTORS: list[Detector] = []
@@ -174,6 +175,7 @@ NCCL = re.compile(r"NCCL error|ncclInvalidUsage|ncclSystemError|ncclInternalErro
                   r"ProcessGroupNCCL.*(?:timeout|Timeout|timed out)")
 
 
+COLLECTIVE_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|ran for \d+ milliseconds before timing out")
 DUPLICATE_GPU = re.compile(r"Duplicate GPU detected : rank \d+ and rank \d+ both on CUDA device \w+")
 
 
@@ -181,7 +183,7 @@ DUPLICATE_GPU = re.compile(r"Duplicate GPU detected : rank \d+ and rank \d+ both
 def nccl(files: RunFiles, facts: Facts) -> Iterator[Finding]:
     hits = []
     for w in files.workers:
-        line = next((x for x in train_lines(w) if NCCL.search(x.text)), None)
+        line = next((x for x in train_lines(w) if NCCL.search(x.text) and not COLLECTIVE_TIMEOUT.search(x.text)), None)
         if line:
             hits.append((w, line))
     if not hits:
@@ -263,6 +265,14 @@ def killed_or_crashed(files: RunFiles, facts: Facts) -> Iterator[Finding]:
         code = exit_code(w)
         lines = train_lines(w)
         started = find(launch_lines(w), r"^launch\.sh: torchrun starts")
+        if code in (143, 129, 130, 137) or (code is None and started):
+            hang = failures_causes.dataset_hang(files, facts)
+            if hang is not None:
+                yield hang
+            done = failures_causes.killed_after_training(files, facts, w.index)
+            if done is not None:
+                yield done
+                continue
         if code in (143, 129, 130):
             sig = {143: "SIGTERM", 129: "SIGHUP", 130: "SIGINT"}[code]
             last = iteration_lines(last_rank_worker(files))
@@ -296,8 +306,10 @@ def killed_or_crashed(files: RunFiles, facts: Facts) -> Iterator[Finding]:
             rank = int(m.group(1)) if m else None
             exc = None
             if rank is not None:
-                exc = next((x for x in reversed(lines) if x.rank == rank and
-                            re.search(r"^\[rank\d+\]: \w[\w.]*(Error|Exception|Interrupt)\b", x.text)), None)
+                raised = [x for x in lines if x.rank == rank and
+                          re.search(r"^\[rank\d+\]: \w[\w.]*(Error|Exception|Interrupt)\b", x.text)]
+                own = [x for x in raised if not re.search(r"DistBackendError|NCCL|Watchdog", x.text)]
+                exc = own[0] if own else (raised[-1] if raised else None)
             ev = [root[k].evidence() for k in ("rank", "exitcode") if k in root]
             if exc:
                 ev.insert(0, exc.evidence())
