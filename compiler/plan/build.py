@@ -28,7 +28,7 @@ from .pictures import pictures, schedule_summary
 from .report import data_rows, report, steps_section, time_section
 from .build_words import flag_words
 from .init import init_plan, init_steps
-from .prepare import prepare_plan, prepare_request
+from .prepare import data_check, prepare_plan, prepare_request
 from .shell import Var, Word
 from .types import Artifact, Header, ImagePlan, LaunchPlan, MegatronPlan, Plan, PretrainPlan, ReportSection, Step
 from .verify import prepare_verify_plan, verify_plan
@@ -192,6 +192,7 @@ def _launch_plan(spec: Any, facts: Facts, pretrain: PretrainPlan | None, adapter
         tee=(Word.lit("tee"), Word.lit("-i")) + ((Word.lit("-a"),) if resume else ())
         + (Word((Var("TRAIN_LOG"),)),),
         env=tuple(sorted(env.items())), has_env=bool(env), resume=resume, runtime_probe=RUNTIME_PROBE,
+        data=data_check(spec, facts),
     )
 
 

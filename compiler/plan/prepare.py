@@ -6,19 +6,25 @@ from __future__ import annotations
 from typing import Any
 
 from ..check.facts import Facts
-from ..megatron.data import PREPROCESS_SCRIPT, Prefix, tokenizer_record
+from ..megatron.data import MANIFEST_SUFFIX, PREPROCESS_SCRIPT, Prefix, tokenizer_record
+from ..megatron.pretrain import padded_vocab_size, vocab_size
 from ..megatron.flags import tokenizer_flags
 from ..platform.engine import StepRequest
 from ..schema.record import Overlay
 from .build_words import flag_words
 from .shell import Var, Word
-from .types import PrepareInputPlan, PrepareOutput, PreparePlan
+from .types import DataCheck, PrepareInputPlan, PrepareOutput, PreparePlan
 
 # Counts of a published prefix, read back with Megatron's own reader.
 COUNT_PROBE = (
     "import sys; from megatron.core.datasets.indexed_dataset import IndexedDataset; "
     "ds = IndexedDataset(sys.argv[1]); print('documents:', len(ds.document_indices) - 1); "
-    "print('sequences:', len(ds)); print('tokens:', int(ds.sequence_lengths.sum()))"
+    "print('sequences:', len(ds)); print('tokens:', int(ds.sequence_lengths.sum())); "
+    # the largest token id, which launch.sh compares with the model's embedding rows (numpy is in every
+    # image Megatron runs in; without it, the line is left out and launch.sh skips that comparison)
+    "import importlib.util; np = importlib.util.find_spec('numpy') and __import__('numpy'); "
+    "np and print('max_token_id:', int(np.memmap(sys.argv[1] + '.bin', dtype=ds.index.dtype, mode='r').max()) "
+    "if len(ds) else -1)"
 )
 
 
@@ -55,3 +61,18 @@ def prepare_request(spec: Any, run_root: str, mount: str, script: str) -> StepRe
     return StepRequest(kind="prepare", name=f"{spec.name}-prepare"[:63], nodes=1, gpus_per_node=0,
                        flavor=spec.training.data.prepare.flavor, rdma=False, slow_training_detection=False,
                        run_root=run_root, mount_path=mount, script=script)
+
+
+def data_check(spec: Any, facts: Facts) -> DataCheck:
+    """What launch.sh checks of the data before torchrun (the prefixes a preparation writes, or the spec's
+    paths): a prefix never prepared, or prepared with another tokenizer or a larger vocabulary, fails
+    there with its reason in launch.log, not in Megatron after the job has its GPUs."""
+    t = spec.training
+    data = t.data if facts.is_pretrain else None
+    if data is None or data.mock:
+        return DataCheck(False, (), MANIFEST_SUFFIX, (), False, 0)
+    prefixes = tuple(p.prefix for p in facts.prepared) if facts.prepared else tuple(data.paths)
+    lines = tuple(f"{name}: {value}" for name, value in tokenizer_record(data.tokenizer))
+    vocab = vocab_size(t) if t.model is not None else None
+    rows = padded_vocab_size(vocab, t.model.make_vocab_size_divisible_by, spec.parallelism.tensor) if vocab else 0
+    return DataCheck(bool(prefixes), prefixes, MANIFEST_SUFFIX, lines, bool(rows), rows)

@@ -71,6 +71,19 @@ class LaunchPlan(NamedTuple):
     has_env: bool
     resume: bool
     runtime_probe: str
+    data: "DataCheck"  # what launch.sh checks of the training data before torchrun
+
+
+class DataCheck(NamedTuple):
+    """The training data's prefixes, checked before torchrun: each has its .bin and .idx; where a prefix has
+    the preparation's manifest, it names the spec's tokenizer and its token ids fit the embedding."""
+
+    has_check: bool  # the spec reads data prefixes (not mock data)
+    prefixes: tuple[str, ...]
+    manifest_suffix: str
+    manifest_lines: tuple[str, ...]  # "tokenizer_type: …" lines every manifest must hold
+    has_vocab_check: bool
+    embedding_rows: int  # the padded vocabulary: a token id must be below it (0 without a vocab check)
 
 
 class ScheduleSummary(NamedTuple):

@@ -42,7 +42,7 @@ complete() {
 # publish PRODUCED PREFIX INPUT KEY SECONDS: move a finished prefix into place, the manifest last
 publish() {
   local produced=$1 prefix=$2 input=$3 key=$4 seconds=$5 counts
-  counts=$(python -c "import sys; from megatron.core.datasets.indexed_dataset import IndexedDataset; ds = IndexedDataset(sys.argv[1]); print('documents:', len(ds.document_indices) - 1); print('sequences:', len(ds)); print('tokens:', int(ds.sequence_lengths.sum()))" "$produced") || die "cannot read back $produced"
+  counts=$(python -c "import sys; from megatron.core.datasets.indexed_dataset import IndexedDataset; ds = IndexedDataset(sys.argv[1]); print('documents:', len(ds.document_indices) - 1); print('sequences:', len(ds)); print('tokens:', int(ds.sequence_lengths.sum())); import importlib.util; np = importlib.util.find_spec('numpy') and __import__('numpy'); np and print('max_token_id:', int(np.memmap(sys.argv[1] + '.bin', dtype=ds.index.dtype, mode='r').max()) if len(ds) else -1)" "$produced") || die "cannot read back $produced"
   case $counts in
   *"documents: 0"*) die "$input gave no document under the key '$key': check json_keys" ;;
   esac
