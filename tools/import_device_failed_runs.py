@@ -1,6 +1,9 @@
 """Turn tools/failed_runs_device.sh's tarball into tests/fixtures/failed-runs/gpu-*/.
 
     PYTHONPATH=$PWD python tools/import_device_failed_runs.py failed-runs.tar.gz
+    PYTHONPATH=$PWD python tools/import_device_failed_runs.py causes-runs.tar.gz causes-keep gpu-causes-summary.txt
+
+(the second: tools/failed_runs_causes_device.sh's tarball, whose consoles are <name>.txt, worker 0)
 
 For each run root in the tarball: run/ (its logs and records; the tarball holds no checkpoint),
 run/ckpt/latest_checkpointed_iteration.txt when the run saved one, ckpt-files.txt (the checkpoint's
@@ -38,10 +41,13 @@ def _spec(name: str) -> str:
 
 def _broken(name: str) -> str:
     """The spec's own comment line: what the scenario broke."""
+    said = []
     for line in (SPECS / f"{name}.yaml").read_text().splitlines():
         if line.startswith("# ") and "schema" not in line:
-            return line[2:]
-    return ""
+            said.append(line[2:])
+        elif said:
+            break  # the comment's first paragraph
+    return " ".join(said)
 
 
 def main(argv: list[str]) -> int:
@@ -49,7 +55,9 @@ def main(argv: list[str]) -> int:
         with tarfile.open(argv[0]) as tar:
             tar.extractall(tmp, filter="data")
         runs = Path(tmp) / "mnt" / "megatron" / "runs"
-        keep = Path(tmp) / "failed-keep"
+        keep = Path(tmp) / (argv[1] if len(argv) > 1 else "failed-keep")
+        summary_name = argv[2] if len(argv) > 2 else "gpu-summary.txt"
+        script = "tools/failed_runs_causes_device.sh" if len(argv) > 1 else "tools/failed_runs_device.sh"
         summary = (keep / "summary.txt").read_text()
         for run in sorted(runs.iterdir()):
             name = run.name
@@ -65,15 +73,19 @@ def main(argv: list[str]) -> int:
                 shutil.copy(listing, dest / "ckpt-files.txt")
             for console in sorted((keep / "consoles").glob(f"{name}-*.txt")):
                 worker = console.stem.rsplit("-", 1)[1]
-                shutil.copy(console, dest / f"console-{worker}.txt")
+                if worker.isdigit():
+                    shutil.copy(console, dest / f"console-{worker}.txt")
+            if (keep / "consoles" / f"{name}.txt").exists():
+                shutil.copy(keep / "consoles" / f"{name}.txt", dest / "console-0.txt")
             (dest / "spec.yaml").write_text(_spec(name))
-            statuses = re.findall(rf"end {re.escape(name)} worker (\d+): exit status (\d+)", summary)
+            statuses = re.findall(rf"end {re.escape(name)} worker (\d+): exit status (\d+)", summary) or \
+                [("0", c) for c in re.findall(rf"end {re.escape(name)}: exit status (\d+)", summary)[-1:]]
             (dest / "scenario.json").write_text(json.dumps({
-                "name": name, "broken": _broken(name), "machine": "nvidia-h200 (tools/failed_runs_device.sh)",
+                "name": name, "broken": _broken(name), "machine": f"nvidia-h200 ({script})",
                 "exit_statuses": {w: int(c) for w, c in statuses},
             }, indent=2) + "\n")
             print(f"{name}: {sorted(p.name for p in (dest / 'run').rglob('*') if p.is_file())}")
-        shutil.copy(keep / "summary.txt", FIXTURES / "gpu-summary.txt")
+        shutil.copy(keep / "summary.txt", FIXTURES / summary_name)
     return 0
 
 

@@ -20,7 +20,7 @@ from ..megatron.failures import Evidence, Facts, Finding, Fix, RunFiles, WorkerF
 from ..megatron.runfiles import (
     CHECKPOINT_DIR, EXIT_RECORD, LATEST_CHECKPOINT, LAUNCH_LOG, RUNTIME_RECORD, TRAIN_LOG, worker_log_dir,
 )
-from .doctor_read import latest_attempt, read_bounded
+from .doctor_read import latest_attempt, read_bounded, shadow_root
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE = 0, 1, 2
 
@@ -61,6 +61,8 @@ def spec_facts(path: str, display: str) -> SpecFacts | str:
         loads_weights=t.resume or any(a.split("=", 1)[0] == "--pretrained-checkpoint" for a in t.args),
         resume=plan.launch.resume, default_master_port=plan.launch.default_master_port,
         split=t.data.split if t.data is not None else None,
+        model=tuple((k, v) for k, v in (t.model.model_dump() if t.model is not None else {}).items()
+                    if isinstance(v, int) and not isinstance(v, bool)),
         data_paths=tuple(p.prefix for p in result.facts.prepared or ()) if result.facts is not None and
         result.facts.prepared else (tuple(t.data.paths) if t.data is not None else ()),
     )
@@ -68,16 +70,22 @@ def spec_facts(path: str, display: str) -> SpecFacts | str:
     return SpecFacts(facts, plan.run_root, files.get("verify.sh"))
 
 
-def read_run(root: str, facts: Facts) -> RunFiles:
+def read_run(root: str, facts: Facts, bounded: dict[str, str] | None = None) -> RunFiles:
     """The run root's texts, laid out as the launch command writes them (nodes/node-K/ for several workers):
     each read bounded (doctor_read.py), the appended logs cut to their latest attempt, and the files that
-    could not be read listed with the reason."""
+    could not be read listed with the reason. BOUNDED collects the texts that are a large file's head and
+    tail (relative path -> text)."""
     unreadable: list[Evidence] = []
 
     def read(base: str, name: str) -> str | None:
         got = read_bounded(os.path.join(base, name))
+        rel = os.path.relpath(os.path.join(base, name), root)
         if got.problem is not None:
-            unreadable.append(Evidence(os.path.relpath(os.path.join(base, name), root), 0, got.problem))
+            unreadable.append(Evidence(rel, 0, got.problem))
+            if bounded is not None:
+                bounded[rel] = ""  # verify.sh must not block on a FIFO or loop on a link either
+        if got.bounded and bounded is not None and got.text is not None:
+            bounded[rel] = got.text
         return got.text
 
     workers, launches = [], []
@@ -180,8 +188,13 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
     if not os.path.isdir(root):
         err.write(f"doctor: no run root at {root}: the job never wrote there (storage.mount_path, storage.run_root)\n")
         return EXIT_UNHEALTHY
-    findings = diagnose(read_run(root, got.facts), got.facts)
-    verdict = run_verify(got.verify_sh, root)
+    bounded: dict[str, str] = {}
+    findings = diagnose(read_run(root, got.facts, bounded), got.facts)
+    if bounded:  # verify.sh reads what the doctor read of the large logs (their head and tail), not the rest
+        with tempfile.TemporaryDirectory(prefix="doctor-") as tmp:
+            verdict = run_verify(got.verify_sh, shadow_root(root, bounded, os.path.join(tmp, "run")))
+    else:
+        verdict = run_verify(got.verify_sh, root)
     if not findings:
         findings = verify_findings(verdict)
     if args.format == "json":

@@ -26,6 +26,7 @@ SKIPPED = "[doctor: {} lines not read]"
 class Read(NamedTuple):
     text: str | None  # None: absent, or not readable (problem says why)
     problem: str | None = None
+    bounded: bool = False  # the text is the file's head and tail, not all of it
 
 
 def _count_newlines(fd: int, start: int, end: int) -> int:
@@ -82,7 +83,7 @@ def read_bounded(path: str) -> Read:
     text = head.decode("utf-8", errors="replace")
     if skipped is not None:
         text += SKIPPED.format(skipped) + "\n" + tail.decode("utf-8", errors="replace")
-    return Read(text)
+    return Read(text, bounded=skipped is not None)
 
 
 def _read_all(fd: int, limit: int) -> bytes:
@@ -96,11 +97,10 @@ def _read_all(fd: int, limit: int) -> bytes:
     return b"".join(parts)
 
 
-# Where an attempt of an appended log begins: launch.sh's own line (launch.log, and train.log from
-# launch.sh's marker on), or, in a train.log without markers, Megatron's start (its argument check
-# prints "using world size:" first on rank 0, megatron/training/arguments.py:570).
+# Where an attempt of an appended log begins: launch.sh's own line in launch.log; in train.log (torchrun's
+# output, appended by a resumed run), Megatron's start: its argument check prints "using world size:"
+# first on rank 0 (megatron/training/arguments.py:570), after the warnings of its imports.
 LAUNCH_START = re.compile(r"^launch\.sh: started ")
-TRAIN_START = re.compile(r"^launch\.sh: torchrun starts")
 MEGATRON_START = re.compile(r"^using world size: \d+")
 # The last line of an attempt before the next one's preamble (torchrun's report, Megatron's end).
 ATTEMPT_END = re.compile(r"^={20,}$|exiting program|\[after training is done\]|successfully saved checkpoint|"
@@ -114,9 +114,8 @@ def latest_attempt(text: str | None, log: str) -> str | None:
     if text is None:
         return None
     lines = text.split("\n")
-    marker = LAUNCH_START if log == "launch" else TRAIN_START
-    starts = [i for i, x in enumerate(lines) if marker.search(x)]
-    if log == "train" and not starts:
+    starts = [i for i, x in enumerate(lines) if LAUNCH_START.search(x)] if log == "launch" else []
+    if log == "train":
         megatron = [i for i, x in enumerate(lines) if MEGATRON_START.search(x)]
         if len(megatron) > 1:
             start = megatron[-1]
@@ -140,3 +139,22 @@ def _logical_lines(lines: list[str]) -> int:
         total += int(m.group(1)) if m else 1
     return total
 
+
+
+def shadow_root(root: str, replaced: dict[str, str], into: str) -> str:
+    """A view of ROOT under INTO in which the files of REPLACED (relative path -> text) hold that text and
+    everything else is a symbolic link to the original: verify.sh reads a large log's head and tail there,
+    as the doctor did, instead of all of it."""
+    def mirror(rel: str) -> None:
+        src, dst = os.path.join(root, rel), os.path.join(into, rel)
+        if rel in replaced:
+            with open(dst, "w", encoding="utf-8") as f:
+                f.write(replaced[rel])
+        elif any(r.startswith(rel + os.sep) or not rel for r in replaced):
+            os.makedirs(dst, exist_ok=True)
+            for name in sorted(os.listdir(src)):
+                mirror(os.path.join(rel, name) if rel else name)
+        else:
+            os.symlink(os.path.abspath(src), dst)
+    mirror("")
+    return into

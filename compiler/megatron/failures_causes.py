@@ -50,6 +50,11 @@ KEY_FIELDS = (
 )
 
 
+def _dims(text: str) -> list[int]:
+    """torch.Size([4096, 256]) or (4096, 512) -> [4096, 256]."""
+    return [int(x) for x in re.findall(r"\d+", text)]
+
+
 @detector
 def checkpoint_mismatch(files: RunFiles, facts: Facts) -> Iterator[Finding]:
     for w in files.workers:
@@ -62,15 +67,21 @@ def checkpoint_mismatch(files: RunFiles, facts: Facts) -> Iterator[Finding]:
         if m:
             key = m.group(3)
             fields = next((f for pattern, f in KEY_FIELDS if re.search(pattern, key)), fields)
-            loaded, expected = m.group(1), m.group(2)
-            if "layers" in key and loaded.split(",")[0] != expected.split(",")[0]:
-                fields = ("num_layers",) + fields
-            detail = f": {key} is {loaded} in the checkpoint, {expected} in the spec's model"
+            loaded, expected = _dims(m.group(1)), _dims(m.group(2))
+            detail = f": {key} is {tuple(loaded)} in the checkpoint, {tuple(expected)} in the spec's model"
+            # the spec's fields whose value is a dimension that differs: what changed since the save
+            changed = [(name, value, old) for new, old in zip(expected, loaded) if new != old
+                       for name, value in facts.model if value == new]
+            if changed:
+                fields = tuple(dict.fromkeys(name for name, _, _ in changed))
+                detail += "; " + ", ".join(f"training.model.{n} is {v} in the spec, {o} in the checkpoint"
+                                           for n, v, o in changed)
         yield Finding(
             "checkpoint-model-mismatch",
             "the checkpoint being loaded is of another model than the spec's" + detail,
             (line.evidence(),),
-            (Fix("training.model", "the checkpoint's architecture: " + ", ".join(f"training.model.{f}" for f in fields)
+            (Fix(f"training.model.{fields[0]}" if len(fields) == 1 else "training.model",
+                 "the checkpoint's architecture: " + ", ".join(f"training.model.{f}" for f in fields)
                  + " as in the run that saved it (its train.log's arguments dump lists them)"),
              Fix("storage.run_root", "a new run root, to train this model from scratch instead of resuming"),
              Fix("training.resume", "false, with its own storage.run_root, if this run is not meant to continue "
@@ -131,13 +142,13 @@ def token_beyond_vocab(files: RunFiles, facts: Facts) -> Iterator[Finding]:
         if not index and not device:
             continue
         if index:
-            vocab = f" ({facts.vocab_size})" if facts.vocab_size else ""
+            vocab = f" {facts.vocab_size}" if facts.vocab_size else " unset"
             yield Finding(
                 "token-beyond-vocab", "a token id of the data is beyond the model's vocabulary: the embedding's "
                 "index assert fired on the GPU (the NCCL errors after it are its consequence)",
                 tuple(x.evidence() for x in (index, device) if x is not None),
-                (Fix("training.model.vocab_size", f"at least the largest token id + 1 of the data{vocab}: the "
-                     "vocabulary of the tokenizer that prepared it"),
+                (Fix("training.model.vocab_size", f"the vocabulary of the tokenizer that prepared the data: above its "
+                     f"largest token id (now{vocab})"),
                  Fix("training.data.tokenizer", "the tokenizer the data was prepared with (or prepare the data "
                      "again with the spec's)")),
                 worker=w.index, rank=(index.rank if index.rank is not None else (device.rank if device else None)))

@@ -72,6 +72,7 @@ class Facts:
     default_master_port: int = 29500
     split: str | None = None  # training.data.split (None: Megatron's default)
     data_paths: tuple[str, ...] = ()  # the prefixes training reads
+    model: tuple[tuple[str, int], ...] = ()  # training.model's integer fields as the spec gives them
 
     @property
     def world_size(self) -> int:
