@@ -111,6 +111,26 @@ def test_diff_case(case_file, tmp_path):
         for change in derived:
             assert change["head"] == head.get(change["key"]), change
             assert change["base"] == base.get(change["key"]), change
+    # the Steps section's values are plan.md's text, of a separate compile of each side
+    for path, spec in specs.items():
+        steps = [c for c in spec["changes"] if c["kind"] == "step"]
+        if not steps:
+            continue
+        head_md = plan_md(repo, path, tmp_path / "head-out")
+        base_md = plan_md(base_checkout, path, tmp_path / "base-out") if spec["status"] == "changed" else ""
+        for change in steps:
+            assert change["head"] is None or md_escaped(change["head"]) in head_md, change
+            assert change["base"] is None or md_escaped(change["base"]) in base_md, change
+
+
+def plan_md(cwd: Path, spec: str, out: Path) -> str:
+    code, _, err = run([spec, "--no-cache", "-o", str(out)], cwd)
+    assert code == 0, err
+    return (out / Path(spec).stem / "plan.md").read_text()
+
+
+def md_escaped(text: str) -> str:
+    return text.replace("|", "\\|")
 
 
 def _many_specs(tmp_path: Path, count: int) -> Path:

@@ -126,6 +126,10 @@ def side_of(path: str, result: Any) -> Side:
     flatten({"launcher": argv_of(launch.torchrun[:script_at + 1])}, "flags", values)
     flatten(_flags(argv[len(argv_of(launch.torchrun[:script_at + 1])):]), "flags", values)
     flatten(dict(launch.env), "env", values)
+    # the steps and the data preparation's estimates, as plan.md prints them (not in --explain)
+    for section in plan.report:
+        if section.title == "Steps":
+            flatten({label: text for label, text in section.rows}, "steps", values)
     header = plan.header.lines()
     flatten({name: _artifact_digest(text, header, plan.header.spec) for name, text in (result.files or {}).items()},
             "artifact", values)
@@ -136,7 +140,7 @@ def side_of(path: str, result: Any) -> Side:
 
 def _kind(key: str) -> str:
     section = key.split(".", 1)[0]
-    return {"explain": "derived", "flags": "flag"}.get(section, section)
+    return {"explain": "derived", "flags": "flag", "steps": "step"}.get(section, section)
 
 
 def changes(base: Side, head: Side) -> list[Change]:
