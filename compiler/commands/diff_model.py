@@ -41,6 +41,9 @@ HEADLINE: tuple[tuple[str, str], ...] = (
     ("image.digest", "base image digest"),
 )
 LABELS = dict(HEADLINE)
+# A list of records named by one of these keys is flattened record by record (timing terms by name,
+# per-stage figures by stage).
+NAMING_KEYS = ("name", "stage")
 # Where a value was read, not what it is: a price row that moves down its file is no change.
 IGNORED = ("explain.cost.where",)
 
@@ -71,9 +74,11 @@ def flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
     if isinstance(value, dict):
         for key, item in value.items():
             flatten(item, f"{prefix}.{key}" if prefix else str(key), out)
-    elif isinstance(value, list) and value and all(isinstance(v, dict) and "name" in v for v in value):
+    elif isinstance(value, list) and value and any(all(isinstance(v, dict) and key in v for v in value)
+                                                   for key in NAMING_KEYS):
+        key = next(k for k in NAMING_KEYS if all(k in v for v in value))
         for item in value:
-            flatten({k: v for k, v in item.items() if k != "name"}, f"{prefix}.{item['name']}", out)
+            flatten({k: v for k, v in item.items() if k != key}, f"{prefix}.{item[key]}", out)
     elif isinstance(value, (list, tuple)):
         out[prefix] = json.loads(json.dumps(value))
     else:
