@@ -15,7 +15,7 @@ from ..diagnostics import Diagnostic, format_text, to_json_obj
 from .diff_model import Change, DiffReport, SpecDiff, headline
 
 MARKER = "<!-- megatron-compile-diff -->"
-SHOWN_IN_SUMMARY = 5  # headline changes in a job's summary line
+SHOWN_IN_SUMMARY = 6  # headline changes in a job's summary line
 VALUE_CHARS = 120  # a longer value is cut in text and markdown (JSON has it whole)
 
 
