@@ -10,6 +10,8 @@ import argparse
 import sys
 
 from . import __version__
+from importlib import import_module
+import os
 
 TYPE_CHECKING = False  # `typing` itself is not imported: --help and --version stay light
 if TYPE_CHECKING:
@@ -48,9 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=("text", "json", "github"), default="text",
                         help="how diagnostics are printed (json also applies to --explain)")
     parser.add_argument("--werror", action="store_true", help="treat warnings as errors")
-    parser.add_argument("--no-cache", action="store_true",
-                        help="compile every spec, even one whose result is kept from an earlier run with the same "
-                        "inputs (also: MEGATRON_COMPILE_CACHE=off)")
+    # Deprecated no-op: results were kept between runs until 0.1.0's cache was removed; CI lines and
+    # hooks that pass it keep working, with a note on stderr, until it is dropped.
+    parser.add_argument("--no-cache", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("-q", "--quiet", action="store_true", help="print only diagnostics and differences")
     parser.add_argument("--version", action="version", version=f"megatron-compile {__version__}")
     return parser
@@ -58,7 +60,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def _dispatch(argv: list[str], out: TextIO, err: TextIO) -> int:
     if argv and argv[0] in SUBCOMMANDS:  # each subcommand's module is imported only for it
-        from importlib import import_module
 
         command = import_module(f"{__package__}.commands.{SUBCOMMANDS[argv[0]]}")
         code: int = command.main(argv[1:], out, err)
@@ -67,7 +68,7 @@ def _dispatch(argv: list[str], out: TextIO, err: TextIO) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse exits 0 for --help/--version and 2 for usage errors
         return int(exc.code or 0)
-    from .commands import compile as compile_command
+    from .commands import compile as compile_command  # deferred: --help, --version and the subcommands do not load the compile path
 
     return compile_command.run(args, out, err)
 
@@ -84,7 +85,6 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         return 130
     except BrokenPipeError:
         # the reader went away (`megatron-compile --print specs/ | head -1`): stop quietly, as cat does
-        import os
 
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)

@@ -337,7 +337,7 @@ def check_outputs(directory: Path, files: dict[str, str], *, spec_file: str = ""
             continue
         if raw != data:
             result.changed.append(target)
-            import difflib  # only a stale file needs it
+            import difflib  # deferred: only a stale file needs it
 
             on_disk = raw.decode("utf-8", errors="replace")
             result.diffs.append("".join(difflib.unified_diff(

@@ -1,27 +1,26 @@
-"""The batch: find the specs, and for each one use its kept result or run the one pass over it
-(stages.py), then act on it (write, check, or keep the plan to explain).
+"""The batch: find the specs, run the one pass over each (stages.py), then act on it (write,
+check, or keep the plan to explain).
 
 One spec's artifacts are in memory at a time, a large batch is spread over the CPUs, and outcomes
-come back in spec order. A spec whose inputs are unchanged since a run that kept its result
-(reuse.py) is not compiled again: YAML, the validator and Jinja are then not even imported.
+come back in spec order. Every spec is compiled, every time: nothing is kept between runs.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
+import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
-from . import TOOL, reuse
+from . import TOOL
 from .diagnostics import Diagnostic, Severity, make_error, summary_line
 from .emit import check_outputs, write_outputs
 from .load.discover import bases_of, display_path, find_specs, recorded_path, repository_root
-from .load.inputs import Recording
 from .load.override import Override
-
-if TYPE_CHECKING:
-    from .plan.types import Plan
+from .plan.types import Plan
+from .stages import CompileResult, compile_spec
 
 
 class Options(NamedTuple):
@@ -36,7 +35,6 @@ class Options(NamedTuple):
     require_lock: bool = False  # a spec without a lock is an error (CI)
     werror: bool = False
     quiet: bool = False
-    reuse: bool = True  # use and keep results between runs (reuse.py); --no-cache turns it off
 
 
 class Outcome(NamedTuple):
@@ -56,8 +54,6 @@ class Outcome(NamedTuple):
 def regenerate_command(path: str, options: Options) -> tuple[str, str]:
     """(the spec as headers record it, the command that reproduces its artifacts from the
     repository root: the output directory and every --set included)."""
-    import shlex
-
     root = repository_root(path)
     recorded = recorded_path(path, root)
     words = [TOOL, recorded]
@@ -73,44 +69,14 @@ def regenerate_command(path: str, options: Options) -> tuple[str, str]:
     return recorded, " ".join(shlex.quote(w) for w in words)
 
 
-class Compiled(NamedTuple):
-    """A spec compiled, or its kept result: what acting on it needs."""
-
-    diagnostics: list[Diagnostic]
-    ok: bool  # compiled without errors
-    files: dict[str, str] | None = None  # artifact name -> text, when rendered
-    plan: Plan | None = None  # never kept: only from the stages
-    spec: Any = None  # the validated spec (schema.records.JobSpec); never kept
-
-
-def _compiled(path: str, display: str, recorded: str, regenerate: str, options: Options,
-              render_files: bool) -> Compiled:
-    """The kept result when its inputs are unchanged, else the stages run (and what they gave
-    kept, when it had no errors)."""
-    entry = None
-    if options.reuse and render_files and reuse.enabled():
-        entry = reuse.key(path, display, recorded, regenerate, [o.raw for o in options.overrides],
-                          options.require_lock)
-        kept = reuse.load(entry)
-        if kept is not None:
-            return Compiled(kept.diagnostics, True, kept.files)
-    from . import stages  # the stages' imports (YAML, the validator, Jinja) only for a spec compiled
-
-    with Recording() as inputs:
-        result = stages.compile_spec(path, display, overrides=options.overrides, render_files=render_files,
-                                     recorded=recorded, regenerate=regenerate, require_lock=options.require_lock)
-    if entry is not None and result.ok and result.files is not None:
-        reuse.store(entry, inputs, result.diagnostics, result.files)
-    return Compiled(result.diagnostics, result.ok, result.files, result.plan, result.spec)
-
-
 def process(path: str, conflict_with: str | None, options: Options) -> Outcome:
     """Compile one spec and act on it; its artifacts are dropped after."""
     display = display_path(path)
     recorded, regenerate = regenerate_command(path, options)
     writes = not (options.check or options.explain or options.print_spec)
-    # --explain and --print need the plan and the spec, which are not kept: they always compile
-    result = _compiled(path, display, recorded, regenerate, options, options.check or writes)
+    result: CompileResult = compile_spec(path, display, overrides=options.overrides,
+                                         render_files=options.check or writes, recorded=recorded,
+                                         regenerate=regenerate, require_lock=options.require_lock)
     diags = result.diagnostics
     if options.werror:
         diags = [d._replace(severity=Severity.ERROR) if d.severity is Severity.WARNING else d for d in diags]
@@ -163,12 +129,10 @@ def _outcomes(items: list[tuple[str, str | None]], options: Options) -> Iterator
         for path, conflict in items:
             yield process(path, conflict, options)
         return
-    import multiprocessing  # not for a single spec: importing it costs more than compiling one
+    import multiprocessing  # deferred: not for a batch under PARALLEL_MIN_SPECS, importing it costs more than a compile
 
-    import signal
-
-    # The first spec here: when it must be compiled, the stages are imported before the fork and
-    # shared by every worker; when its result is kept, a worker imports them only if it compiles.
+    # The first spec here: what compiling it loads (the validator, the templates) is loaded before
+    # the fork and shared by every worker.
     path, conflict = items[0]
     yield process(path, conflict, options)
     items = items[1:]

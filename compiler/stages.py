@@ -1,7 +1,7 @@
 """The one pass over one spec: load -> check -> plan -> render, with plain data between the stages.
 
-Importing this module imports every stage (YAML, the validator, Jinja): the batch (pipeline.py)
-does so only for a spec whose kept result cannot be used (reuse.py).
+Importing this module imports every stage (YAML, the validator, Jinja); the pydantic model classes
+load only for a compile with --set (schema/models.py), as a validated spec is made of records.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from .plan.build import build_plan
 from .plan.guardrails import NONE, Guardrails, absolute, guardrails_of
 from .plan.types import Plan
 from .render.render import render
+from .platform.prices import price_table
 
 
 class CompileResult(NamedTuple):
@@ -42,7 +43,7 @@ class CompileResult(NamedTuple):
 def _expects_string(path: tuple[str | int, ...]) -> bool:
     """Whether the spec field at `path` takes a string (typed --set values). The pydantic models
     are imported only for a compile with --set."""
-    from .schema.models import annotation_at
+    from .schema.models import annotation_at  # deferred: --set only: the type an overridden key takes comes from the models
 
     return annotation_at(path) is str
 
@@ -65,7 +66,6 @@ def compile_spec(path: str, display: str, *, overrides: tuple[Override, ...] = (
     lock, pin_diags = check_pins(composed.doc, checked.spec, path, display, require=require_lock)
     if pin_diags:
         return CompileResult(display, diags + pin_diags, bases=bases, facts=checked.facts)
-    from .platform.prices import price_table
 
     prices_doc, config_diags = load_config(path, PRICES)
     prices, price_diags = price_table(prices_doc)

@@ -183,3 +183,20 @@ def test_bases_found_before_compiling_match_what_yaml_reads(tmp_path):
         entries = _extends_entries(text[text.index("extends"):].split("\nversion")[0]) if "extends" in text else []
         expected = {os.path.realpath(tmp_path / e) for e in entries}
         assert _bases_of([str(spec)]) == expected, text
+
+
+def test_a_compile_keeps_nothing_in_the_users_cache(in_repo, tmp_path, monkeypatch):
+    """No result is kept between runs: compiling, checking and explaining every spec writes nothing
+    under $XDG_CACHE_HOME (the kept-results cache, megatron-compile/results, is gone)."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    assert run("specs/", "-o", str(tmp_path / "out"))[0] == 0
+    assert run("--check", "specs/", "-o", str(tmp_path / "out"))[0] == 0
+    assert run("--explain", "specs/tp2.yaml")[0] == 0
+    assert not (cache / "megatron-compile" / "results").exists()
+    assert not cache.exists(), sorted(str(p) for p in cache.rglob("*"))
+
+
+def test_no_cache_is_a_deprecated_no_op(in_repo, tmp_path):
+    code, _, err = run("--no-cache", "specs/tp2.yaml", "-o", str(tmp_path))
+    assert code == 0 and "--no-cache is deprecated and does nothing" in err

@@ -4,6 +4,7 @@ no module over 400 lines (source.py and generated code aside)."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ LAYERS = {
     "check": 4,
     "plan": 5,
     "render": 6,
-    "emit": 7, "reuse": 7,
+    "emit": 7,
     "stages": 8,
     "pipeline": 9,
     "commands": 10,
@@ -125,3 +126,32 @@ def test_no_import_cycle_between_modules():
 
     for node in sorted(graph):
         visit(node)
+
+
+# The one seam for an import inside a function: its line ends with `# deferred: <why>`, saying
+# which runs do not pay for the module (docs/architecture.md, "Deferred imports").
+DEFERRED = re.compile(r"#\s*deferred:\s*\S.{8,}")
+
+
+def _function_imports(path: Path) -> list[tuple[int, str]]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    tree = ast.parse("\n".join(lines))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for inner in ast.walk(node):
+                if isinstance(inner, (ast.Import, ast.ImportFrom)):
+                    end = inner.end_lineno or inner.lineno
+                    found.append((inner.lineno, " ".join(lines[inner.lineno - 1:end])))
+    return sorted(set(found))
+
+
+def test_function_local_imports_only_at_the_deferred_seam():
+    """An import inside a function is the named seam (`# deferred: why` on its line) or a defect:
+    everything else is imported at the top of its module."""
+    unmarked = []
+    for path in _modules():
+        for line, text in _function_imports(path):
+            if not DEFERRED.search(text):
+                unmarked.append(f"compiler/{path.relative_to(PACKAGE)}:{line}: {text.strip()}")
+    assert not unmarked, "function-local imports without `# deferred: <why>`:\n" + "\n".join(unmarked)

@@ -85,8 +85,8 @@ def script_path(script: str, megatron_root: str) -> str:
 def _init_from(init: Any, config: dict[str, Any] | None, tensor: int) -> tuple[HFArchitecture | None, str | None]:
     if init is None or config is None:
         return None, None
-    from ..megatron.huggingface import HFConfigError
-    from ..megatron.huggingface import derive as derive_architecture
+    from ..megatron.huggingface import HFConfigError  # deferred: init_from specs only: Hugging Face's architecture tables
+    from ..megatron.huggingface import derive as derive_architecture  # deferred: init_from specs only: Hugging Face's architecture tables
 
     try:
         return derive_architecture(config, tensor_parallel=tensor), None
@@ -101,7 +101,7 @@ def effective_training(training: Any, hf: HFArchitecture | None, hf_path: str | 
         return training
     changes: dict[str, Any] = {}
     if hf is not None and training.model is not None:
-        from ..megatron.huggingface import hf_model_fields
+        from ..megatron.huggingface import hf_model_fields  # deferred: init_from specs only: Hugging Face's architecture tables
 
         changes["model"] = Overlay(training.model, **hf_model_fields(hf))
     if training.data is not None:
@@ -155,8 +155,8 @@ def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_E
         if layout is not None and res is not None and length and \
                 training.batch.global_ % (training.batch.micro * layout.data) == 0:
             # pretrain_gpt.py specs only: the bounded example never imports the models
-            from ..megatron.memory import estimate
-            from ..megatron.timing import spec_step_time
+            from ..megatron.memory import estimate  # deferred: complete pretrain specs only: the memory model
+            from ..megatron.timing import spec_step_time  # deferred: complete pretrain specs only: the step-time model
 
             est = estimate(view, layout)
             if est is not None:

@@ -30,7 +30,7 @@ def check_pins(doc: SourceDoc, spec: Any, path: str, display: str, *, require: b
     shown = lock_path(display)
     lock = None
     if exists(lock_file):  # the lock file's reader loads only for a spec that has one
-        from ..load.lockfile import LockError, read_lock
+        from ..load.lockfile import LockError, read_lock  # deferred: only a spec with a lock beside it reads one
 
         try:
             lock = read_lock(lock_file)
@@ -44,7 +44,7 @@ def check_pins(doc: SourceDoc, spec: Any, path: str, display: str, *, require: b
                                  message=f"image.base ({spec.image.base}) is not pinned: {shown} does not exist",
                                  hint=f"run `megatron-compile lock {display}` and commit {shown}",
                                  **_at(doc, "image.base"))]
-    from ..load.lockfile import check_lock
+    from ..load.lockfile import check_lock  # deferred: only a spec with a lock beside it reads one
 
     image = spec.image.model_dump(mode="json")
     problems = check_lock(lock, image, display)

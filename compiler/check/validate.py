@@ -94,16 +94,16 @@ def _model_at(path: tuple[str | int, ...]) -> Any:
     """The model class that owns the mapping at `path` (for did-you-mean and missing keys). The
     pydantic models are imported only here, for a spec with an unknown key: a spec that validates
     never pays for them."""
-    from pydantic import BaseModel
+    from pydantic import BaseModel  # deferred: an unknown key only: its hint lists the model's keys
 
-    from ..schema.models import annotation_at
+    from ..schema.models import annotation_at  # deferred: an unknown key only: its hint lists the model's keys
 
     annotation = annotation_at(path)
     return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
 
 
 def _key_names(model: Any) -> list[str]:
-    from ..schema.models import key_names
+    from ..schema.models import key_names  # deferred: an unknown key only: its hint lists the model's keys
 
     return key_names(model)
 
@@ -112,7 +112,7 @@ def _did_you_mean(word: str, parent: tuple[str | int, ...]) -> str | None:
     model = _model_at(parent)
     if model is None:
         return None
-    import difflib  # only a misspelt key needs it
+    import difflib  # deferred: only a misspelt key needs it
 
     matches = difflib.get_close_matches(word, _key_names(model), n=1, cutoff=0.6)
     return matches[0] if matches else None

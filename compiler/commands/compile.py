@@ -10,6 +10,7 @@ from typing import TextIO
 from ..diagnostics import Diagnostic, format_github, format_json, format_text, sort_diagnostics, summary_line, to_json_obj
 from ..load.override import Override
 from ..pipeline import Options, run_batch
+from ..stages import compile_spec
 
 EXIT_OK, EXIT_FAIL = 0, 1
 
@@ -24,7 +25,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     options = Options(out_dir=args.out_dir, overrides=tuple(Override(raw) for raw in args.overrides),
                       check=args.check, explain=args.explain, print_spec=args.print_spec, force=args.force,
                       require_lock=args.require_lock,
-                      werror=args.werror, quiet=args.quiet, reuse=not args.no_cache)
+                      werror=args.werror, quiet=args.quiet)
+    if args.no_cache:
+        err.write("megatron-compile: --no-cache is deprecated and does nothing: no result is kept between runs\n")
     diagnostics, outcomes = run_batch(args.specs, options)
     summaries: list[str] = []
     plans = []
@@ -36,7 +39,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if outcome.diffs and args.format == "text":
             out.write(outcome.diffs)
         if outcome.spec is not None:
-            from .resolved import resolved_yaml  # YAML's dumper: only for --print
+            from .resolved import resolved_yaml  # deferred: YAML's dumper, only for --print
 
             out.write(resolved_yaml(outcome.spec, outcome.spec_file))
         if outcome.plan is not None:
@@ -46,7 +49,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         stale |= outcome.stale
     diagnostics = sort_diagnostics(diagnostics)
     if args.explain:
-        from .explain import explain_json, explain_text  # the plan's readers: only for --explain
+        from .explain import explain_json, explain_text  # deferred: the plan's readers, only for --explain
     if args.explain and args.format == "json":
         # one document on stdout, of one shape, whether or not anything failed
         out.write(explain_json(plans, [to_json_obj(d) for d in diagnostics]))
@@ -66,8 +69,6 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def check_written(path: Path, fmt: str, out: TextIO, err: TextIO) -> int:
     """Compile a spec just written (in memory) and print its diagnostics; the exit code."""
-    from ..stages import compile_spec  # the batch imports the stages only for a spec it compiles
-
     result = compile_spec(str(path), str(path), render_files=False)
     diags = sort_diagnostics(result.diagnostics)
     print_diagnostics(diags, fmt, out)

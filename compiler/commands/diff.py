@@ -21,6 +21,11 @@ from ..diagnostics import Diagnostic, format_text, make_error, sort_diagnostics
 from ..load.discover import SPEC_SUFFIXES, bases_of, extends_in, find_specs
 from ..load.gitrev import GitError, GitTree, base_revision, toplevel
 from .diff_model import DiffReport, Side, SpecDiff, changes, gpu_hours, same_job, semantic, side_of
+from ..load.inputs import serving
+from ..pipeline import Options, regenerate_command
+from ..stages import compile_spec
+from ..plan.guardrails import increase
+from .diff_format import render_json, render_markdown, render_text
 
 DEFAULT_SPECS = ("specs",)
 
@@ -83,10 +88,6 @@ def base_specs(arguments: list[str], root: str, tree: GitTree) -> list[str]:
 def compile_side(rel: str, root: str, tree: GitTree | None = None) -> Side:
     """One spec compiled as a compile from the repository root would (the same display and header),
     from the work tree or, with `tree`, from the base revision."""
-    from ..load.inputs import serving
-    from ..pipeline import Options, regenerate_command
-    from ..stages import compile_spec
-
     path = os.path.join(root, rel)
     recorded, regenerate = regenerate_command(path, Options())
     if tree is None:
@@ -96,8 +97,6 @@ def compile_side(rel: str, root: str, tree: GitTree | None = None) -> Side:
 
 
 def _guardrails(base: Side | None, head: Side) -> tuple[Diagnostic, ...]:
-    from ..plan.guardrails import increase
-
     result = head.result
     own = [d for d in head.diagnostics if d.code.startswith("guardrail-")]
     if base is not None and base.ok and head.ok:
@@ -165,7 +164,6 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
         err.write(format_text([make_error("diff-git", str(exc), file=".", hint="run inside the repository, "
                                           "with the base revision fetched (actions/checkout: fetch-depth: 0)")]))
         return 1
-    from .diff_format import render_json, render_markdown, render_text
 
     if args.format == "json":
         out.write(render_json(report))

@@ -21,6 +21,7 @@ from ..megatron.runfiles import (
     CHECKPOINT_DIR, EXIT_RECORD, LATEST_CHECKPOINT, LAUNCH_LOG, RUNTIME_RECORD, TRAIN_LOG, worker_log_dir,
 )
 from .doctor_read import latest_attempt, read_bounded, shadow_root
+from ..stages import compile_spec
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE = 0, 1, 2
 
@@ -37,8 +38,6 @@ class SpecFacts:
 def spec_facts(path: str, display: str) -> SpecFacts | str:
     """The spec's facts through today's compiler (the one place that knows the compiler's types);
     a message when the spec does not compile."""
-    from ..stages import compile_spec
-
     result = compile_spec(path, display)
     if not result.ok or result.spec is None or result.plan is None:
         return "; ".join(d.message for d in result.diagnostics if d.is_error) or "the spec does not compile"

@@ -37,6 +37,10 @@ from ..load.lockfile import (
     write_lock,
 )
 from ..platform.registry import RegistryFailure, Skopeo, is_loopback, layers, resolve
+from pydantic_core import ValidationError
+from ..diagnostics import format_text
+from ..load.compose import compose
+from ..schema import validator
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 SKOPEO_TIMEOUT_S = 120  # one registry round trip; skopeo's own --command-timeout is a little shorter
@@ -56,12 +60,6 @@ class LockFailure(RegistryFailure):
 def image_of_spec(path: str | Path) -> dict[str, Any]:
     """The spec's `image` section (its `extends` bases merged in, defaults filled) as a plain dict,
     validated on its own: a spec with other problems can still be locked."""
-    from pydantic_core import ValidationError
-
-    from ..diagnostics import format_text
-    from ..load.compose import compose
-    from ..schema import validator
-
     composed = compose(str(path), str(path))
     if composed.doc is None:
         raise LockFailure(format_text(composed.diagnostics).splitlines()[0] if composed.diagnostics

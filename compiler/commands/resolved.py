@@ -15,6 +15,7 @@ import yaml
 from ..megatron.pretrain import is_pretrain
 from ..plan.build import spec_digest
 from ..schema.records import JobSpec
+from ..schema.models import Training
 
 # What every training script gets: the launch command's script, its arguments and environment,
 # and whether the run continues the one in run_root.
@@ -24,8 +25,6 @@ GENERAL_TRAINING = ("script", "args", "env", "resume")
 @lru_cache(maxsize=1)
 def _training_defaults() -> dict[str, Any]:
     """training's defaults, dumped as a resolved spec dumps them."""
-    from ..schema.models import Training  # only --print pays for the models (a compile reads the records)
-
     return Training().model_dump(mode="json", by_alias=True)
 
 

@@ -23,6 +23,8 @@ from ..megatron.parallel import data_parallel_size, model_parallel_size, paralle
 from ..megatron.timing import spec_step_time, training_time
 from ..stages import compile_spec
 from ..schema.record import Overlay as _View
+from ..megatron.gpus import gpu_named, gpu_of_flavor
+from ..diagnostics import format_text
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 MICRO_BATCHES = (1, 2, 4, 8)
@@ -248,8 +250,6 @@ def ranked_layouts(path: str, display: str, spec: Any, gpu: Any, max_gpus: int, 
 
 def _overrides(c: Candidate, spec: Any, gpu: Any) -> tuple[str, ...]:
     """The candidate's --set lines, and the GPU's memory when --gpu is not the flavor's GPU."""
-    from ..megatron.gpus import gpu_of_flavor
-
     extra: tuple[str, ...] = ()
     flavor_gpu = gpu_of_flavor(spec.resources.worker_flavor)
     if flavor_gpu is None or flavor_gpu.name != gpu.name:
@@ -321,13 +321,10 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    from ..megatron.gpus import gpu_named, gpu_of_flavor
 
     display = args.spec
     base = compile_spec(args.spec, display, render_files=False)
     if not base.ok:
-        from ..diagnostics import format_text
-
         err.write(format_text([d for d in base.diagnostics]) + "\n")
         return EXIT_FAIL
     spec = base.spec

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import posixpath
 import typing
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 import yaml
 
@@ -35,24 +35,22 @@ class Composed:
         self.bases: list[str] = []  # real paths of every base file used
 
 
-_cache: dict[tuple[str, str], tuple[object, SourceDoc | None, list[Diagnostic], dict[str, str | None]]] = {}
+_bases: dict[tuple[str, str], tuple[object, SourceDoc | None, list[Diagnostic]]] = {}
 
 
-def _load_cached(path: str, display: str) -> tuple[SourceDoc | None, list[Diagnostic]]:
-    """load_file, remembered per process: many specs extend the same base. Keyed by the name
-    diagnostics print too: a file that failed to load must not report under another name."""
+def _load_base(path: str, display: str) -> tuple[SourceDoc | None, list[Diagnostic]]:
+    """load_file of a base, parsed once per process while its content is the same (many specs of a
+    batch extend the same base). Keyed by the name diagnostics print too: a file that failed to
+    load must not report under another name."""
     real = os.path.realpath(path)
     mtime = inputs.stamp(real)
     if mtime is None:
         return load_file(path, display)
-    hit = _cache.get((real, display))
+    hit = _bases.get((real, display))
     if hit is not None and hit[0] == mtime:
-        for input_path, state in hit[3].items():  # read once, but an input of every spec that extends it
-            inputs.note(input_path, state)
         return hit[1], hit[2]
-    with inputs.Recording() as seen:
-        doc, diags = load_file(path, display)
-    _cache[(real, display)] = (mtime, doc, diags, seen)
+    doc, diags = load_file(path, display)
+    _bases[(real, display)] = (mtime, doc, diags)
     return doc, diags
 
 
@@ -112,7 +110,7 @@ def _error_at(doc: SourceDoc, path: tuple[str | int, ...], code: str, message: s
 def _resolve(path: str, display: str, stack: tuple[str, ...], out: Composed) -> SourceDoc | None:
     # Bases are remembered (many specs extend one); the job spec itself is read once and dropped, so
     # a batch of a thousand specs does not keep a thousand documents (docs/performance.md).
-    doc, diags = _load_cached(path, display) if len(stack) > 1 else load_file(path, display)
+    doc, diags = _load_base(path, display) if len(stack) > 1 else load_file(path, display)
     out.diagnostics.extend(diags)
     if doc is None:
         return None

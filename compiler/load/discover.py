@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+from .source import load_text
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 LOCK_SUFFIX = ".lock"
@@ -125,8 +126,6 @@ def extends_in(text: str) -> list[str]:
 
 def extends_entries(text: str) -> list[str]:
     """The paths of an `extends:` entry (and its continuation lines), read by the spec loader."""
-    from .source import load_text  # YAML, only for an `extends:` that is more than one plain path
-
     doc, _ = load_text("<extends>", text)
     raw = doc.data.get("extends") if doc is not None and isinstance(doc.data, dict) else None
     entries = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []

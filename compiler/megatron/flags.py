@@ -262,7 +262,7 @@ def flags(spec: Any) -> list[Flag]:
             if entry.flag == "--num-layers":
                 out.extend(_words_to_flags(hf.flags))
             elif entry.flag == "--tokenizer-type":
-                from .huggingface import tokenizer_flags as hf_tokenizer_flags  # init_from specs only
+                from .huggingface import tokenizer_flags as hf_tokenizer_flags  # deferred: init_from specs only
 
                 out.extend(_words_to_flags(hf_tokenizer_flags(spec.hf_path)))
             continue
@@ -285,7 +285,7 @@ def tokenizer_flags(spec: Any) -> list[Flag]:
     """The tokenizer's flags alone, from the same rows as training's: tools/preprocess_data.py
     reads them with Megatron's own _add_tokenizer_args, so both steps tokenize alike by construction."""
     if getattr(spec, "hf", None) is not None:
-        from .huggingface import tokenizer_flags as hf_tokenizer_flags
+        from .huggingface import tokenizer_flags as hf_tokenizer_flags  # deferred: init_from specs only
 
         return _words_to_flags(hf_tokenizer_flags(spec.hf_path))
     out = []

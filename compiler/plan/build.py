@@ -16,8 +16,7 @@ from ..check.facts import Facts
 from ..load.discover import lock_path
 from ..megatron.pretrain import num_microbatches, train_iterations, virtual_pipeline_size, vocab_size
 from ..megatron.runfiles import DATASETS_DIR, NODES_DIR, RUNTIME_PROBE
-from ..platform.engine import DEFAULT_MASTER_PORT, Engine, Job, StepRequest
-from ..platform.engines import engine
+from ..platform.engine import DEFAULT_MASTER_PORT, Engine, StepRequest
 from ..platform.images import ImagePins, image_pins
 from ..platform.prices import PRICES, PriceRow, cost_of
 from ..schema.record import Overlay, to_json
@@ -100,7 +99,7 @@ def _steps_report(spec: Any, facts: Facts, steps: tuple[Step, ...]) -> tuple[Rep
 
 
 def _training_time(*args: Any) -> Any:
-    from ..megatron.timing import training_time  # pretrain specs only
+    from ..megatron.timing import training_time  # deferred: pretrain specs with a step time only
 
     return training_time(*args)
 
@@ -108,7 +107,7 @@ def _training_time(*args: Any) -> Any:
 def _bridge_install(spec: Any) -> tuple[str, ...]:
     if spec.init_from is None:
         return ()
-    from ..megatron.huggingface import BRIDGE_REQUIREMENTS  # init_from specs only
+    from ..megatron.huggingface import BRIDGE_REQUIREMENTS  # deferred: init_from specs only
 
     return ("pip", "install", "--no-cache-dir") + BRIDGE_REQUIREMENTS[spec.init_from.bridge]
 
@@ -138,7 +137,7 @@ def _pretrain_plan(spec: Any, facts: Facts, prices: tuple[PriceRow, ...]) -> Pre
     virtual = virtual_pipeline_size(t.model.num_layers, layout.pipeline, t.virtual_pipeline)
     gpu = None
     if step is not None:
-        from ..megatron.timing import gpu_of_spec  # the GPU the step time was computed for
+        from ..megatron.timing import gpu_of_spec  # deferred: specs with a step time only
 
         found = gpu_of_spec(spec.resources)
         gpu = None if found is None else found.name
@@ -201,7 +200,6 @@ def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | Non
     """Derive every value the artifacts need from a spec that validated without errors, its facts
     and its lock (the image digests), when it has one."""
     spec = Overlay(spec, training=facts.training)  # init_from's architecture and tokenizer filled in
-    res = spec.resources
     layout = facts.layout
     assert layout is not None and facts.run_root is not None and facts.mount_path is not None
     root = facts.megatron_root

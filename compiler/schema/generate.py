@@ -9,6 +9,14 @@ from typing import Any
 
 from ..tree import rebuild
 from .validator import model_classes
+import types
+import typing
+from . import formats
+from .record import Record
+import pprint
+import pydantic
+import pydantic_core
+from .validator import _built, schema_key
 
 GENERATED = Path(__file__).with_name("records.py")
 SCHEMA_MODULE = Path(__file__).with_name("validator_schema.py")
@@ -16,9 +24,6 @@ SCHEMA_MODULE = Path(__file__).with_name("validator_schema.py")
 
 def _annotation_text(annotation: Any) -> str:
     """A field's type as the Record's annotation: Annotated and its validators dropped."""
-    import types
-    import typing
-
     origin = typing.get_origin(annotation)
     if origin is typing.Annotated:
         return _annotation_text(typing.get_args(annotation)[0])
@@ -79,9 +84,6 @@ class _Expression:
 def _expressions(schema: Any) -> Any:
     """The built schema with each object that is not plain data replaced by the name that finds
     it again: records.<Name>, formats.CHECKS[...], formats.no_control, list, dict."""
-    from . import formats
-    from .record import Record
-
     def leaf(node: Any) -> Any:
         if isinstance(node, str):
             return _REF.sub(r"\1", node)  # pydantic's refs end in the class's id(): not the same twice
@@ -103,13 +105,6 @@ def _expressions(schema: Any) -> Any:
 
 def generate_schema() -> str:
     """The text of compiler/schema/validator_schema.py: the schema validator.py builds, as a literal."""
-    import pprint
-
-    import pydantic
-    import pydantic_core
-
-    from .validator import _built, schema_key
-
     body = pprint.pformat(_expressions(_built()), width=110, sort_dicts=False)
     return "\n".join([
         '"""pydantic\'s core schema of the job spec, built from models.py (compiler/schema/validator.py).',

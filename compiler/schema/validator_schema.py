@@ -10,7 +10,7 @@ from . import formats, records
 
 PYDANTIC = '2.14.4'
 PYDANTIC_CORE = '2.50.5'
-KEY = 'b427281b3c87533f2b001055e9dd546e'
+KEY = '82055ba046de9e64089dabdc993d6d9b'
 
 
 def schema() -> dict[str, Any]:

@@ -17,7 +17,7 @@ def check_raw_args(ctx: RuleContext) -> Iterator[Diagnostic]:
     training = ctx.sections["training"]
     if not ctx.facts.is_pretrain or not training.args:
         return
-    from ...megatron.argsurface import check_args  # its data file loads only for specs with raw args
+    from ...megatron.argsurface import check_args  # deferred: its data file loads only for specs with raw args
 
     for issue in check_args(list(training.args)):
         yield ctx.locate(issue.code, issue.message, ("training", "args", issue.index), hint=issue.hint)

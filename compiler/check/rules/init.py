@@ -75,7 +75,7 @@ def check_init_contradictions(ctx: RuleContext) -> Iterator[Diagnostic]:
     model = ctx.sections["training"].model
     if hf is None or model is None:
         return
-    from ...megatron.huggingface import contradictions  # init_from specs only
+    from ...megatron.huggingface import contradictions  # deferred: init_from specs only
 
     given = {f: getattr(model, f) for f in model.model_fields_set}
     # the spec's own values: the effective model reads the architecture's

@@ -277,7 +277,7 @@ def _memory_terms(est: Any) -> str:
 def _memory_hint(t: Any, ctx: RuleContext) -> str:
     """The changes the spec has not made, each with its estimated effect (the estimator re-run)."""
     layout = ctx.facts.layout
-    from ...megatron.memory import alternatives
+    from ...megatron.memory import alternatives  # deferred: specs with a memory estimate only: the memory model
 
     options = alternatives(t, layout) if layout is not None else []
     shown = "; ".join(f"{label}: \u2212{-delta / 1024**3:.1f} GiB" for label, delta in options[:4])
@@ -291,7 +291,7 @@ def check_memory(ctx: RuleContext) -> Iterator[Diagnostic]:
     est = ctx.facts.estimate
     if t is None or est is None or est.peak_fraction_of_gpu is None:
         return
-    from ...megatron.memory import MEASURED_ERROR  # pretrain specs only: loaded lazily
+    from ...megatron.memory import MEASURED_ERROR  # deferred: specs with a memory estimate only: the memory model
     detail = (f"the peak memory estimate per GPU is {est.peak_mb / 1024:.1f} GiB "
               f"({est.peak_fraction_of_gpu:.0%} of the GPU's {est.gpu_memory_gb:g} GB): {_memory_terms(est)}")
     # An error only when the estimate less its uncertainty is still over: the measured error bound,
@@ -313,7 +313,7 @@ def check_storage_quota(ctx: RuleContext) -> Iterator[Diagnostic]:
     quota = storage.quota_gb
     if quota is None or est is None:
         return
-    from ...megatron.memory import GB  # loaded lazily: only specs with an estimate need it
+    from ...megatron.memory import GB  # deferred: specs with a memory estimate only: the memory model
     fraction = est.storage_bytes / (quota * GB)
     detail = (f"the run needs about {est.storage_bytes / GB:,.1f} GB of shared storage ({fraction:.0%} of "
               f"storage.quota_gb {quota:g}): {est.checkpoint_saves} checkpoint save"

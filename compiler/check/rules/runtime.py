@@ -32,7 +32,7 @@ def _values(ctx: RuleContext, t: Any) -> tuple[dict[str, Any], dict[str, int]]:
     a raw arg, that arg's index in training.args. Nothing is loaded for a spec without raw args."""
     if not t.args:
         return {}, {}
-    from ...megatron.validate import arg_values  # its data loads only for specs with raw args
+    from ...megatron.validate import arg_values  # deferred: its data loads only for specs with raw args
 
     typed = [tok for f in ctx.facts.flags or () for tok in (f.name, *f.values)]
     values, where = arg_values(typed + list(t.args))
@@ -94,7 +94,7 @@ def check_validate_args(ctx: RuleContext) -> Iterator[Diagnostic]:
     t = _pretrain(ctx)
     if t is None or not t.args or not ctx.facts.pretrain_complete or ctx.facts.layout is None:
         return
-    from ...megatron.validate import refusals
+    from ...megatron.validate import refusals  # deferred: Megatron's validate_args table loads only for pretrain specs with raw args
 
     values, where = _values(ctx, t)
     # the first refusal a raw flag takes part in; those of typed fields alone the typed rules word in
@@ -125,7 +125,7 @@ def check_kernel_needs(ctx: RuleContext) -> Iterator[Diagnostic]:
     t = _pretrain(ctx)
     if t is None:
         return
-    from ...megatron.kernels import needs, runtime_config
+    from ...megatron.kernels import needs, runtime_config  # deferred: the kernel table loads only for pretrain specs
 
     values, where = _values(ctx, t)
     config = runtime_config(t, ctx.sections["parallelism"].tensor, values)
