@@ -158,3 +158,11 @@ def test_every_engines_launch_script_is_valid_bash(tmp_path: Path, engine: str):
     env = ENGINES[engine].node_env
     for param in (env.nnodes, env.node_rank, env.master_addr, env.master_port):
         assert "${" + param.source + ":" in result.files["launch.sh"]
+
+
+@pytest.mark.parametrize("value", ["[slurm]", "{a: 1}", "7", "null", "lsf"])
+def test_a_platform_that_is_no_engine_is_a_located_error_not_a_crash(tmp_path: Path, value: str):
+    path = _engine_spec(tmp_path, "tp2", "aistudio")
+    path.write_text(f"extends: tp2.yaml\nplatform: {value}\n", encoding="utf-8")
+    result = compile_spec(str(path), f"specs/{path.name}")
+    assert not result.ok and any(d.key_path == ("platform",) for d in result.diagnostics), result.diagnostics

@@ -218,7 +218,8 @@ def check(doc: SourceDoc, hf_config: dict[str, Any] | None = None) -> Checked:
             except ValidationError:
                 pass
     spec_name = doc.data.get("name") if isinstance(doc.data.get("name"), str) else None
-    platform: str = doc.data["platform"] if doc.data.get("platform") in ENGINES else DEFAULT_ENGINE
+    named = doc.data.get("platform")
+    platform: str = named if isinstance(named, str) and named in ENGINES else DEFAULT_ENGINE
     facts = derive(sections, spec_name, platform, hf_config)
     if facts.training is not None:  # the rules read training with init_from's model filled in
         sections["training"] = facts.training
