@@ -88,6 +88,9 @@ CODES: dict[str, str] = {
     "slurm-mount": "the Slurm container does not mount the shared storage",
     "kubernetes-name": "a name the Kubernetes API server rejects",
     "skypilot-accelerator": "a SkyPilot task without a GPU type",
+    "stop-grace-short": "the engine kills a stopped job before its checkpoint can be written",
+    "stop-time-limit-short": "the time limit leaves no minute of training before the stop's save",
+    "stop-time-limit-engine": "stop.time_limit_minutes given for an engine whose own section holds its limit",
     # parallelism
     "parallel-divisibility": "tensor x pipeline x context does not divide the world size",
     "expert-divisibility": "expert-tensor x expert x pipeline does not divide the world size",

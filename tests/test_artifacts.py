@@ -55,10 +55,13 @@ def test_single_worker_launch_is_the_seeds_step_2():
         r"print\('cuda:', torch.version.cuda\); print\('gpu_count:', torch.cuda.device_count\(\)\)\" \|\|$",
         r"^printf 'megatron_commit: %s\\n' \"\$\{MEGATRON_COMMIT:\?MEGATRON_COMMIT is required\}\"$",
         r'^\} >"\$LOG_DIR/runtime.txt"$',
+        r"^mkfifo \"\$FIFO_DIR/output\"$",
+        r'^exec tee -i "\$TRAIN_LOG"$',
         r'^cd "\$RUN_ROOT"$',
         r"^torchrun \\$",
         r"^--nproc_per_node=2 \\$",
-        r'^"\$MEGATRON_ROOT/examples/run_simple_mcore_train_loop.py" 2>&1 \| tee -i "\$TRAIN_LOG"$',
+        r'^"\$MEGATRON_ROOT/examples/run_simple_mcore_train_loop.py" >"\$FIFO_DIR/output" 2>&1 &$',
+        r'^wait "\$tee_pid"$',
         r'^exit "\$torchrun_status"$',
     ])
     text = (GENERATED / "tp2" / "launch.sh").read_text()
@@ -88,6 +91,8 @@ def test_multi_worker_launch_is_the_seeds_multi_worker_command():
         r"^printf 'megatron_commit: %s\\n'",
         r"^printf 'node_rank: %s\\n' \"\$NODE_RANK\"$",
         r'^\} >"\$LOG_DIR/runtime.txt"$',
+        r"^mkfifo \"\$FIFO_DIR/output\"$",
+        r'^exec tee -i "\$TRAIN_LOG"$',
         r'^cd "\$RUN_ROOT"$',
         r"^torchrun \\$",
         r'^--nproc_per_node="\$GPUS_PER_NODE" \\$',
@@ -95,7 +100,8 @@ def test_multi_worker_launch_is_the_seeds_multi_worker_command():
         r'^--node_rank="\$NODE_RANK" \\$',
         r'^--master_addr="\$MASTER_ADDR" \\$',
         r'^--master_port="\$MASTER_PORT" \\$',
-        r'^"\$MEGATRON_ROOT/examples/run_simple_mcore_train_loop.py" 2>&1 \| tee -i "\$TRAIN_LOG"$',
+        r'^"\$MEGATRON_ROOT/examples/run_simple_mcore_train_loop.py" >"\$FIFO_DIR/output" 2>&1 &$',
+        r'^wait "\$tee_pid"$',
         r'^exit "\$torchrun_status"$',
     ])
 

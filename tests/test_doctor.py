@@ -110,7 +110,7 @@ def test_a_real_two_worker_run_is_healthy_with_iterations_only_in_the_last_worke
         (root / "ckpt" / "iter_0000020" / name).write_bytes(b"x" * 64)
     code, out, err = doctor(str(REPO / "tests/e2e/pretrain-mock-2workers.yaml"), str(root))
     assert code == 0, out + err
-    assert "healthy: verify.sh passed 24 of 24 checks" in out
+    assert "healthy: verify.sh passed 25 of 25 checks" in out
 
 
 def test_a_real_two_worker_run_whose_last_worker_log_is_cut_is_not_healthy(tmp_path):

@@ -136,4 +136,7 @@ def test_a_terminated_launch_still_records_an_exit_status(tmp_path):
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 143
-    assert (run_root / "exit_status").read_text() == "143\n"
+    # launch.sh passed SIGTERM to torchrun's child (the stub's sleep) and waited for torchrun, which
+    # finished its output: the record says the launch was stopped, and how torchrun ended
+    assert (run_root / "exit_status").read_text() == "143\nstopped: SIGTERM\ntorchrun_status: 0\n"
+    assert (run_root / "train.log").read_text().rstrip().endswith("STUB-LAST-LINE")

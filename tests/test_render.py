@@ -38,7 +38,8 @@ def test_generated_torchrun_argv_is_the_plans(in_repo):
     for stem in ("tp2", "tp2-dp2", "pretrain-mock", "gpt-7b"):
         text = (REPO / "generated" / stem / "launch.sh").read_text()
         start = text.index("\ntorchrun \\\n") + 1
-        command = text[start:text.index(" 2>&1 | tee", start)]
+        ends = (text.find(' \\\n  ${resume_args', start), text.find(' >"$FIFO_DIR/output"', start))
+        command = text[start:min(i for i in ends if i >= 0)]
         from compiler.stages import compile_spec
 
         plan = compile_spec(str(REPO / "specs" / f"{stem}.yaml"), f"specs/{stem}.yaml").plan
@@ -109,7 +110,7 @@ def test_spec_values_with_quotes_render_safely(tmp_path):
     assert result.ok, result.diagnostics
     launch = result.files["launch.sh"]
     assert "export NOTE='say \"hi\"; `id`'\n" in launch
-    assert "  '/mnt/megatron/code/my train.py' \\\n  \"--name=it's\" \\\n  '$(id)' 2>&1" in launch
+    assert "  '/mnt/megatron/code/my train.py' \\\n  \"--name=it's\" \\\n  '$(id)' >\"$FIFO_DIR/output\" 2>&1" in launch
 
 
 JSON_VALUES = st.recursive(

@@ -199,13 +199,14 @@ ok    Megatron argument context_parallel_size: expected 1, found 1
 ok    Megatron argument expert_model_parallel_size: expected 1, found 1
 ok    Megatron argument data_parallel_size: expected 1, found 1
 ok    last logged iteration: expected 20, found 20
+ok    restarts continue from their save: expected each restart resumes where its save left off, found no restart
 ok    no skipped or NaN iterations: expected 0 bad intervals, found 0 bad intervals
 ok    latest checkpointed iteration: expected 20, found 20
 ok    checkpoint ckpt/iter_0000020/.metadata: expected a file, found {r}/ckpt/iter_0000020/.metadata
 ok    checkpoint ckpt/iter_0000020/metadata.json: expected a file, found {r}/ckpt/iter_0000020/metadata.json
 ok    checkpoint ckpt/iter_0000020/common.pt: expected a file, found {r}/ckpt/iter_0000020/common.pt
 ok    checkpoint shard of rank 0: expected a file, found {r}/ckpt/iter_0000020/__0_0.distcp
-16 of 16 checks passed for {r}
+17 of 17 checks passed for {r}
 """
 
 
@@ -284,7 +285,7 @@ def test_the_real_two_worker_pretrain_run_passes(tmp_path):
     root = pretrain_2workers_run(tmp_path / "run")
     proc = subprocess.run(["bash", str(script), str(root)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"24 of 24 checks passed for {root}" in proc.stdout  # the real run: 23, before rank 1's shard was checked
+    assert f"25 of 25 checks passed for {root}" in proc.stdout  # the real run: 23, before rank 1's shard and the restarts were checked
     assert "ok    Megatron argument data_parallel_size: expected 2, found 2" in proc.stdout
     # Megatron logs iterations on the last rank only: they are in worker 1's log, and verify.sh says so
     assert not re.search(r" iteration +\d+/", (TWO_WORKERS / "node-0.log").read_text())

@@ -14,6 +14,7 @@ from ..megatron.flags import Flag, flags
 from ..megatron.parallel import ParallelLayout, parallel_layout, world_size
 from ..megatron.pretrain import MODEL_REQUIRED, REQUIRED_SECTIONS, is_bounded_example, is_pretrain
 from ..megatron.runfiles import CHECKPOINTS_DIR, default_run_root
+from ..megatron.stop import stop_flags, stop_times
 from ..paths import is_within, normalize_path
 from ..platform.engine import Engine
 from ..platform.engines import DEFAULT_ENGINE, engine
@@ -23,6 +24,7 @@ from ..schema.record import Overlay
 if TYPE_CHECKING:  # the models themselves load only for the specs that need them (docs/performance.md)
     from ..megatron.huggingface import HFArchitecture
     from ..megatron.memory import Estimate
+    from ..megatron.stop import StopTimes
     from ..megatron.timing import StepTime
 
 
@@ -64,6 +66,7 @@ class Facts(NamedTuple):
     hf_error: str | None  # why it could not be derived
     hf_config: dict[str, Any] | None  # the committed config.json it derives from
     converted: str | None  # init_from's converted checkpoint directory (default applied)
+    stop: StopTimes | None  # a stop that saves: the grace it needs, --exit-duration-in-mins (megatron/stop.py)
 
 
 def _converted(init: Any, mount: str | None, name: str | None) -> str | None:
@@ -144,7 +147,7 @@ def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_E
     if prepare is not None and (prepare.output_dir is not None or mount is not None):
         out_dir = normalize_path(prepare.output_dir or f"{mount}/{DATA_DIR}/{name or 'data'}")
         prepared = prefixes([(i.path, i.weight) for i in prepare.inputs], list(prepare.json_keys), out_dir)
-    flag_list = est = step = None
+    flag_list = est = step = stop = None
     if complete and par is not None and (prepare is None or prepared is not None):
         converted_dir = _converted(init, mount, name)
         view = SpecView(training, par, res, prepared, hf, None if init is None else init.huggingface.path,
@@ -161,11 +164,34 @@ def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_E
             est = estimate(view, layout)
             if est is not None:
                 step = spec_step_time(view, layout=layout, est=est)
+        stop = _stop(sections, adapter, training, est, step)
+        flag_list += stop_flags(stop)
     return Facts(
         name=name, platform=platform, engine=adapter, read_only_roots=adapter.read_only_data,
         world=world, layout=layout, mount_path=mount, run_root=run_root, run_root_written=written,
         megatron_root=root, script=script, script_escapes_root=escapes, is_pretrain=pretrain,
         is_bounded_example=bounded, pretrain_complete=complete, flags=flag_list, estimate=est, step_time=step,
         prepare_output_dir=out_dir, prepared=prepared, training=training, hf=hf, hf_error=hf_error, hf_config=hf_config,
-        converted=_converted(init, mount, name),
+        converted=_converted(init, mount, name), stop=stop,
     )
+
+
+def _stop(sections: dict[str, Any], adapter: Engine, training: Any, est: Estimate | None,
+          step: StepTime | None) -> StopTimes | None:
+    """The stop's times, from the checkpoint estimate, the step time, and the engine's limit (its own
+    setting, else stop.time_limit_minutes) and grace (stop.grace_seconds, else what the engine sets)."""
+    if est is None:
+        return None
+    section = sections.get("stop")
+    engine_section = sections.get(adapter.section) if adapter.section is not None else None
+    limit = adapter.time_limit_seconds(engine_section)
+    limit_source = f"{adapter.section}.{adapter.limit_field}"
+    grace = rate = None
+    if section is not None:
+        if limit is None and section.time_limit_minutes is not None:
+            limit, limit_source = section.time_limit_minutes * 60, "stop.time_limit_minutes"
+        grace, rate = section.grace_seconds, section.write_gb_s
+    return stop_times(est.checkpoint_bytes_per_save, rate, None if step is None else step.seconds,
+                      training.checkpoint.save_interval, limit, limit_source, grace,
+                      "stop.grace_seconds" if grace is not None else f"unknown: {adapter.title} sets none",
+                      adapter.sets_grace)

@@ -152,7 +152,9 @@ def _text(out: TextIO, root: str, spec: str, findings: list[Finding], verdict: d
         checks = verdict.get("checks", []) if verdict else []
         out.write(f"healthy: verify.sh passed {len(checks)} of {len(checks)} checks\n")
         return
-    out.write(f"FAILED: {len(findings)} finding{'s' if len(findings) != 1 else ''}; the first is the cause, "
+    # a stop that saved is no failure of the run, but it has not finished: say so first
+    verdict_word = "STOPPED, SAVED" if findings[0].cause == "stopped-saved" else "FAILED"
+    out.write(f"{verdict_word}: {len(findings)} finding{'s' if len(findings) != 1 else ''}; the first is the cause, "
               "the others follow from it or add to it\n")
     for i, f in enumerate(findings, 1):
         who = " ".join(x for x in (f"worker {f.worker}" if f.worker is not None else "",

@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args, get_origin
 
 from ..check.rules.safety import credential_flags, credential_shape, is_credential_env
 from ..check.validate import is_number
-from ..megatron.flags import IMPLIED, UNFUSED_FLAGS, import_table
+from ..megatron.flags import IMPLIED, STOP_FLAGS, UNFUSED_FLAGS, import_table
 from ..megatron.runfiles import CHECKPOINT_DIR, TENSORBOARD_DIR
 from ..platform.engine import RESERVED_ENV
 from ..schema.defaults import MEGATRON_ROOT
@@ -221,6 +221,11 @@ def to_spec(recorded: Recorded, name: str) -> ImportResult:
             continue
         if flag in IMPLIED:
             continue
+        if flag in STOP_FLAGS:
+            report.append(f"{' '.join([flag, *values])}: replaced; the compiler derives the stop flags "
+                          "(--exit-signal-handler always, --exit-duration-in-mins from the engine's time limit: "
+                          "the stop section, docs/stop-resume.md)")
+            continue
         marked = next((v for v in values if MARKER.search(v)), None)
         if marked is not None:
             where = ("a directory on the shared storage (under storage.mount_path), in training.args"
@@ -276,6 +281,8 @@ def to_spec(recorded: Recorded, name: str) -> ImportResult:
         if "--group-query-attention" in names and "--num-query-groups" not in names:
             report.append("--group-query-attention without --num-query-groups: Megatron's default of 1 group is "
                           "not typed; set training.model.num_query_groups")
+        if "--exit-signal-handler" not in names:
+            report.append("--exit-signal-handler: added (a stop saves: launch.sh passes SIGTERM to Megatron)")
         if "--save" not in names:
             report.append(f"--save: added; the spec always saves checkpoints under $RUN_ROOT/{CHECKPOINT_DIR}")
         checkpoint = training.setdefault("checkpoint", {})

@@ -48,3 +48,13 @@ def legacy_checkpoint_dirs(layout: ParallelLayout) -> tuple[str, ...]:
                     name += f"_{ep:03d}"
                 names.append(name)
     return tuple(names)
+
+
+def complete_save_files(checkpoint_format: str, layout: ParallelLayout) -> tuple[str, ...]:
+    """The files every complete save holds, relative to its iter_NNNNNNN/ directory, whatever the
+    layout that wrote it: torch_dist's common.pt, .metadata and metadata.json, which a save writes
+    in that order around the shards, metadata.json last (dist_checkpointing/serialization.py:399-416
+    at 571370c8); a legacy save's file in each model-parallel rank's directory."""
+    if checkpoint_format == "torch":
+        return tuple(f"{name}/{LEGACY_FILE}" for name in legacy_checkpoint_dirs(layout))
+    return TORCH_DIST_FILES

@@ -34,7 +34,7 @@ ORDER = ("never-started", "worker-never-started", "megatron-missing", "megatron-
          "helper-build-failed", "megatron-not-importable", "data-not-prepared", "data-manifest-mismatch",
          "rendezvous-timeout", "cuda-device-error", "checkpoint-model-mismatch", "token-beyond-vocab",
          "cuda-device-assert", "cuda-out-of-memory", "dataset-index-hang", "killed-after-training", "worker-vanished",
-         "collective-timeout", "nccl-error", "nan-loss", "fp16-no-step", "killed-sigterm", "killed-signal",
+         "collective-timeout", "nccl-error", "nan-loss", "fp16-no-step", "stopped-saved", "killed-sigterm", "killed-signal",
          "killed-sigkill", "rank-crashed", "weights-not-loaded", "wrong-megatron-commit", "runtime-gpu-count", "logs-incomplete",
          "checkpoint-missing", "unreadable-file")
 

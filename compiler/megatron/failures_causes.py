@@ -12,7 +12,7 @@ import re
 from typing import Iterator
 
 from .failures_logs import (
-    ITERATION, Detector, Evidence, Facts, Finding, Fix, Line, RunFiles, exit_code, find, iteration_lines,
+    ITERATION, Detector, Evidence, Facts, Finding, Fix, Line, RunFiles, WorkerFiles, exit_code, exit_field, find, iteration_lines,
     last_rank_worker, launch_lines, registry, train_lines,
 )
 from .runfiles import CHECKPOINT_DIR
@@ -290,3 +290,23 @@ def unreadable(files: RunFiles, facts: Facts) -> Iterator[Finding]:
             "not checked", files.unreadable,
             (Fix("storage.run_root", "the run root as the launch command wrote it: regular text files (logs, "
                  "exit_status, runtime.txt) readable by this user"),))
+
+
+def stopped_saved(w: WorkerFiles, code: int | None, last: tuple[Evidence, ...]) -> Finding | None:
+    """A worker stopped by a signal that saved on the way out (the exit record's `saved_iteration:`,
+    docs/stop-resume.md): no failure of the run, which a restart continues."""
+    saved = exit_field(w, "saved_iteration")
+    if code not in (143, 129, 130) or saved is None:
+        return None
+    sig = exit_field(w, "stopped") or "a signal"
+    return Finding(
+        "stopped-saved",
+        f"worker {w.index} was stopped by {sig} (a job stop, a time limit, a preemption) and saved a "
+        f"checkpoint at iteration {saved} on the way out: nothing is lost, the run is not finished",
+        (Evidence(w.path("exit_status"), 1, str(code)), Evidence(w.path("exit_status"), 3, f"saved_iteration: {saved}"))
+        + last,
+        (Fix("(restart)", f"start the job again: it loads the save of iteration {saved} and continues "
+             "(training.checkpoint.resume)"),
+         Fix("stop.time_limit_minutes / the engine's time limit", "longer, if the stop was the time limit")),
+        worker=w.index,
+    )

@@ -191,9 +191,17 @@ def runtime_value(w: WorkerFiles, key: str) -> Line | None:
 
 
 def exit_code(w: WorkerFiles) -> int | None:
-    if w.exit_status is None or not w.exit_status.strip().isdigit():
-        return None
-    return int(w.exit_status.strip())
+    """The exit record's first line as a status; None for no record or `running` (never recorded)."""
+    first = (w.exit_status or "").split("\n", 1)[0].strip()
+    return int(first) if first.isdigit() else None
+
+
+def exit_field(w: WorkerFiles, key: str) -> str | None:
+    """A `key: value` line of the exit record after its status (stopped, saved_iteration, torchrun_status)."""
+    for line in (w.exit_status or "").splitlines()[1:]:
+        if line.startswith(key + ": "):
+            return line[len(key) + 2:].strip()
+    return None
 
 
 # Megatron's training_log line (print_rank_last, megatron/training/training.py:2692 at 571370c8).

@@ -265,6 +265,10 @@ def killed_or_crashed(files: RunFiles, facts: Facts) -> Iterator[Finding]:
         code = exit_code(w)
         lines = train_lines(w)
         started = find(launch_lines(w), r"^launch\.sh: torchrun starts")
+        saved = failures_causes.stopped_saved(w, code, _last_line(lines))
+        if saved is not None:
+            yield saved
+            continue
         if code in (143, 129, 130, 137) or (code is None and started):
             hang = failures_causes.dataset_hang(files, facts)
             if hang is not None:
@@ -292,7 +296,7 @@ def killed_or_crashed(files: RunFiles, facts: Facts) -> Iterator[Finding]:
                 "killed-sigkill",
                 f"worker {w.index} has no exit record although torchrun started: its launch command was killed "
                 "with SIGKILL while torchrun ran (or the machine was lost; or it is still running)",
-                (Evidence(w.path("exit_status"), 0, "(absent)"), started.evidence()) + _last_line(lines),
+                (Evidence(w.path("exit_status"), 0, (w.exit_status or "").strip() or "(absent)"), started.evidence()) + _last_line(lines),
                 (Fix("platform: job time limit / memory", "the job's time limit and host memory (SIGKILL comes "
                      "from outside: the platform, or the host's out-of-memory killer)"),
                  Fix("training.checkpoint.save_interval", "small enough that a checkpoint lands before the limit")),

@@ -170,10 +170,13 @@ FLAGS: tuple[Row | Custom, ...] = (
 )
 
 ROWS: tuple[Row, ...] = tuple(r for r in FLAGS if isinstance(r, Row))
+# A stop that saves (megatron/stop.py derives them from the stop section, the engine's limit and the
+# estimates, after the table's flags): the launch forwards SIGTERM, so no other --exit-signal.
+STOP_FLAGS = ("--exit-signal-handler", "--exit-signal", "--exit-duration-in-mins")
 # Flags the typed sections own whether or not this spec sets them: raw args must not repeat them.
 OWNED_FLAGS = frozenset(r.flag for r in ROWS) | frozenset(
     f for c in FLAGS if isinstance(c, Custom) and c.owned for f in c.flags) | frozenset(
-    ("--pretrained-checkpoint", "--exit-on-missing-checkpoint"))
+    ("--pretrained-checkpoint", "--exit-on-missing-checkpoint") + STOP_FLAGS)
 
 
 def attribute(name: str) -> str:

@@ -15,7 +15,8 @@ from .. import TOOL, __version__
 from ..check.facts import Facts
 from ..load.discover import lock_path
 from ..megatron.pretrain import num_microbatches, train_iterations, virtual_pipeline_size, vocab_size
-from ..megatron.runfiles import DATASETS_DIR, NODES_DIR, RUNTIME_PROBE
+from ..megatron.checkpoint import complete_save_files
+from ..megatron.runfiles import CHECKPOINT_DIR, DATASETS_DIR, LATEST_CHECKPOINT, NODES_DIR, RUNTIME_PROBE
 from ..platform.engine import DEFAULT_MASTER_PORT, Engine, StepRequest
 from ..platform.images import ImagePins, image_pins
 from ..platform.prices import PRICES, PriceRow, cost_of
@@ -24,11 +25,11 @@ from ..schema.record import Overlay, to_json
 if TYPE_CHECKING:
     from ..load.lockfile import Lock
 from .pictures import pictures, schedule_summary
-from .report import data_rows, report, steps_section, time_section
+from .report import data_rows, report, steps_section, stop_section, time_section
 from .build_words import flag_words
 from .init import init_plan, init_steps
 from .prepare import data_check, prepare_plan, prepare_request
-from .shell import Var, Word
+from .shell import Var, Word, under
 from .types import Artifact, Header, ImagePlan, LaunchPlan, MegatronPlan, Plan, PretrainPlan, ReportSection, Step
 from .verify import prepare_verify_plan, verify_plan
 
@@ -70,7 +71,9 @@ def _train_request(spec: Any, facts: Facts) -> StepRequest:
     assert facts.mount_path is not None and facts.run_root is not None
     return StepRequest(kind="train", name=spec.name, nodes=res.workers, gpus_per_node=res.gpus_per_worker,
                        flavor=res.worker_flavor, rdma=res.rdma, slow_training_detection=res.slow_training_detection,
-                       run_root=facts.run_root, mount_path=facts.mount_path, script=LAUNCH)
+                       run_root=facts.run_root, mount_path=facts.mount_path, script=LAUNCH,
+                       # the grace the engine's document sets for a stop to save (megatron/stop.py)
+                       stop_grace_s=facts.stop.grace_s if facts.stop is not None and facts.engine.sets_grace else None)
 
 
 def engine_step(adapter: Engine, request: StepRequest, spec: Any, pins: ImagePins,
@@ -183,6 +186,9 @@ def _launch_plan(spec: Any, facts: Facts, pretrain: PretrainPlan | None, adapter
         # that communication kernels are queued ahead of the compute they overlap with.
         env.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
     resume = spec.training.resume or (pretrain is not None and spec.training.checkpoint.resume)
+    loads = pretrain is not None and any(f.name == "--load" for f in pretrain.flags)
+    ckpt_format = spec.training.checkpoint.format if pretrain is not None else "torch_dist"
+    assert facts.layout is not None  # a plan is built only for a spec whose layout divides
     return LaunchPlan(
         datasets_dir=Word((Var("MEGATRON_ROOT"), "/" + DATASETS_DIR)), node_env=adapter.node_env,
         expected_gpus=res.gpus_per_worker, expected_nodes=res.workers, multi_worker=multi,
@@ -191,6 +197,9 @@ def _launch_plan(spec: Any, facts: Facts, pretrain: PretrainPlan | None, adapter
         tee=(Word.lit("tee"), Word.lit("-i")) + ((Word.lit("-a"),) if resume else ())
         + (Word((Var("TRAIN_LOG"),)),),
         env=tuple(sorted(env.items())), has_env=bool(env), resume=resume, runtime_probe=RUNTIME_PROBE,
+        checks_checkpoint=loads, checkpoint_dir=under("RUN_ROOT", CHECKPOINT_DIR), tracker=LATEST_CHECKPOINT,
+        checkpoint_files=tuple(Word.lit(f) for f in complete_save_files(ckpt_format, facts.layout)),
+        checkpoint_sharded=ckpt_format == "torch_dist", train_iters=pretrain.train_iters if pretrain else 0,
         data=data_check(spec, facts),
     )
 
@@ -255,6 +264,7 @@ def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | Non
         image=image, megatron=megatron, parallel=layout, groups=groups, worker_ranks=layout.ranks_per_worker(),
         dockerfile_copy=("Megatron-LM", root), steps=steps,
         report=report(spec, facts, groups, launch, pins.job_image, pretrain, pinning(spec, lock, spec_display, train.artifacts[0].file))
-        + time_section(pretrain) + _steps_report(spec, facts, steps),
+        + time_section(pretrain) + stop_section(facts, pretrain.save_interval if pretrain else 0)
+        + _steps_report(spec, facts, steps),
         summary=SUMMARY_ARTIFACTS, pictures=pictures(layout, groups, pretrain),
     )

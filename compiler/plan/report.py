@@ -9,6 +9,8 @@ from ..megatron.data import (LEVEL, TOKENS_PER_INPUT_BYTE, TOKENS_PER_SECOND_MAX
                              estimate_prefix, token_bytes)
 from ..megatron.parallel import ORDER, RankLayout
 from ..megatron.runfiles import CHECKPOINT_DIR, EXIT_RECORD, RUNTIME_RECORD, TRAIN_LOG
+from ..megatron.flags import STOP_FLAGS
+from ..megatron.stop import FIRST_SAVE_S, GRACE_MARGIN_S, SAVE_SHARE, SIGNAL, START_MARGIN_S, minutes
 from .types import LaunchPlan, PretrainPlan, ReportSection
 
 
@@ -180,3 +182,47 @@ def estimate_rows(est: Any, quota_gb: float | None) -> list[tuple[str, str]]:
                                         f"{quota_gb:g} GB")),
     ]
     return rows
+
+
+def stop_section(facts: Facts, save_interval: int) -> tuple[ReportSection, ...]:
+    """A stop that saves (docs/stop-resume.md): the flags, the engine's settings, the grace it needs
+    and the work a stop loses, from megatron/stop.py's times."""
+    if not facts.is_pretrain or facts.flags is None:
+        return ()
+    adapter = facts.engine
+    flags = " ".join(f.name + "".join(" " + v for v in f.values) for f in facts.flags if f.name in STOP_FLAGS)
+    rows = [
+        ("stop signal", f"{SIGNAL}: launch.sh passes it to each Megatron process ({flags}); the iteration in flight "
+                        "finishes, a checkpoint is saved, and exit_status reads `143`, `stopped: SIGTERM`, "
+                        "`saved_iteration: N`; a restart loads it and continues at N+1"),
+        ("engine", adapter.stop_note),
+        ("restart", "launch.sh checks ckpt/ before torchrun: a tracker that is not an iteration, or saves without "
+                    "a tracker, stop the launch; a save cut short falls back to the newest complete one "
+                    "(--ckpt-step)"),
+    ]
+    times = facts.stop
+    if times is None:
+        rows.append(("stop times", "none: no checkpoint estimate (set training.model.vocab_size)"))
+        return (ReportSection("Stop and resume", tuple(rows)),)
+    rate = f"{times.write_gb_s:g} GB/s" + ("" if times.write_rate_given else " (assumed; stop.write_gb_s)")
+    step = "unknown (no step-time model for this GPU)" if times.step_s is None else minutes(times.step_s)
+    rows += [
+        ("checkpoint write", f"{minutes(times.write_s)}: the checkpoint at {rate}"),
+        ("grace a stop needs", f"{times.needed_grace_s} s = one iteration {step} + the save {minutes(times.write_s)} "
+                               f"+ {FIRST_SAVE_S} s to start the first save + {GRACE_MARGIN_S} s to exit"),
+        ("engine grace", "unknown" if times.grace_s is None else f"{times.grace_s} s ({times.grace_source})"
+         + (": SHORTER than a stop needs" if times.grace_short else "")),
+        ("time limit", "none" if times.time_limit_s is None else f"{minutes(times.time_limit_s)} ({times.limit_source})"),
+    ]
+    if times.exit_duration_mins is not None:
+        rows.append(("--exit-duration-in-mins", f"{times.exit_duration_mins} = the limit less {START_MARGIN_S} s to "
+                     "start, one iteration, the save and the exit, in whole minutes (Megatron counts from "
+                     "pretrain_gpt.py's start)"))
+    if times.lost_per_kill_s is not None and times.save_share is not None:
+        rows.append(("work lost per stop", f"none with the grace (saved at the next iteration); a kill without a "
+                     f"signal (a lost node, SIGKILL) loses up to save_interval {save_interval} × {step} = "
+                     f"{minutes(times.lost_per_kill_s)}"))
+        rows.append(("save_interval", f"{save_interval}: saving takes {times.save_share:.1%} of the time; "
+                     f"suggested {times.suggested_save_interval} (saving under {SAVE_SHARE:.0%} of the time, "
+                     f"the fewest iterations lost to a kill)"))
+    return (ReportSection("Stop and resume", tuple(rows)),)

@@ -71,6 +71,12 @@ class LaunchPlan(NamedTuple):
     has_env: bool
     resume: bool
     runtime_probe: str
+    checks_checkpoint: bool  # --load: launch.sh checks the run's saves before torchrun (and may fall back)
+    checkpoint_dir: Word  # "$RUN_ROOT/ckpt"
+    tracker: str  # latest_checkpointed_iteration.txt
+    checkpoint_files: tuple[Word, ...]  # the files every complete save holds, relative to iter_NNNNNNN/
+    checkpoint_sharded: bool  # torch_dist: a complete save also holds a *.distcp shard
+    train_iters: int  # the last iteration: a stop that saved it ended a complete run (0: not pretrain)
     data: "DataCheck"  # what launch.sh checks of the training data before torchrun
 
 

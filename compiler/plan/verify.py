@@ -20,6 +20,8 @@ from .shell import Word, under
 
 # A random start's first loss is about ln(vocab); trained weights are far below it.
 RANDOM_START_FRACTION = 0.8
+# A batch-size ramp-up changes the samples per step (arguments.py --rampup-batch-size).
+RAMPUP_FLAG = "--rampup-batch-size"
 from .types import Check, PretrainPlan, VerifyPlan
 
 
@@ -74,6 +76,12 @@ def verify_plan(spec: Any, layout: ParallelLayout, groups: RankLayout, pretrain:
         # last worker: the label names the log they are read from.
         where = "" if workers == 1 else f" (worker {workers - 1}, the last rank's)"
         checks.append(_check("check_last_iteration", f"last logged iteration{where}", last, pretrain.train_iters))
+        # a restarted run (a stop that saved, a time limit, a requeue) appends to train.log: each
+        # restart must continue from its save (iteration, consumed samples, loss), never start over
+        raw = {arg_flag_name(arg) for arg in spec.training.args}
+        batch = 0 if RAMPUP_FLAG in raw else spec.training.batch.global_
+        checks.append(_check("check_restarts", f"restarts continue from their save{where}", last, batch,
+                             spec.training.logging.interval))
         if spec.training.precision == "fp16":
             # fp16's loss scaler skips iterations while it lowers the scale from 2^32 (Megatron's
             # DynamicGradScaler): skipped iterations are its search, NaN iterations and a run that

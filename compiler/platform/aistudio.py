@@ -77,6 +77,15 @@ class AIStudio:
     read_only_data: tuple[str, ...] = (READ_ONLY_DATA,)
     reserved_mounts: tuple[str, ...] = RESERVED_MOUNTS
     watches_step_time: bool = True
+    limit_field: str | None = None
+    sets_grace: bool = False
+    stop_note: str = ("AIStudio's job document has no stop signal, grace period or time limit setting that this "
+                      "compiler knows of: launch.sh saves on the SIGTERM it gets, within whatever grace the "
+                      "platform gives (stop.grace_seconds states it, and is then checked); stop.time_limit_minutes "
+                      "gives a limit for --exit-duration-in-mins")
+
+    def time_limit_seconds(self, section: Any) -> int | None:
+        return None
 
     def document(self, kind: str) -> DocumentFile:
         return DocumentFile(JOB_FILE if kind == "train" else f"job-{kind}.json", None)

@@ -87,6 +87,7 @@ class StepRequest(NamedTuple):
     run_root: str
     mount_path: str
     script: str  # the step's script, which the document carries: launch.sh, prepare.sh, convert.sh…
+    stop_grace_s: int | None = None  # training: the grace a stop gets to save (megatron/stop.py), None: none set
 
 
 class DocumentFile(NamedTuple):
@@ -141,6 +142,16 @@ class Engine(Protocol):
     read_only_data: tuple[str, ...]  # mounts the engine provides read-only
     reserved_mounts: tuple[str, ...]  # mount points the engine refuses, and anything below them
     watches_step_time: bool  # it offers slow-training detection, which reads Megatron's iteration lines
+    # A stop (docs/stop-resume.md): the engine's time-limit setting in its section (None: it has none),
+    # whether its document sets the grace between its stop signal and the kill, and what it does at
+    # a stop, for plan.md
+    limit_field: str | None
+    sets_grace: bool
+    stop_note: str
+
+    def time_limit_seconds(self, section: Any) -> int | None:
+        """The engine's time limit from its section, None for none (or no section)."""
+        ...
 
     def document(self, kind: str) -> DocumentFile:
         """The job document of a step of this kind."""

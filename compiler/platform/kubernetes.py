@@ -56,6 +56,7 @@ class KubeJob(NamedTuple):
     mount_path: str
     queue: str | None
     active_deadline_seconds: int | None
+    termination_grace_seconds: int | None  # the pod's terminationGracePeriodSeconds: a stop's time to save
 
     def describe(self) -> str:
         """Nodes and GPUs, for plan.md's Steps section."""
@@ -74,6 +75,17 @@ class Kubernetes:
     read_only_data: tuple[str, ...] = ()
     reserved_mounts: tuple[str, ...] = ()
     watches_step_time: bool = False
+    limit_field: str | None = "active_deadline_seconds"
+    sets_grace: bool = True
+    stop_note: str = ("Kubernetes sends SIGTERM to each pod's launch.sh (a deletion, an eviction, a drain, "
+                      "activeDeadlineSeconds) and kills it terminationGracePeriodSeconds later, which the "
+                      "TrainJob's runtime patch sets; a stopped launch.sh exits 143, a failure, so the Job never "
+                      "counts the stop as done. Restarting is the ClusterTrainingRuntime's: a JobSet "
+                      "failurePolicy.maxRestarts above 0 restarts every node, which resume together (Trainer "
+                      "v2.3.0's TrainJob cannot patch it)")
+
+    def time_limit_seconds(self, section: Any) -> int | None:
+        return None if section is None else section.active_deadline_seconds
 
     def document(self, kind: str) -> DocumentFile:
         return DocumentFile(TRAINJOB_FILE if kind == "train" else f"trainjob-{kind}.yaml", None)
@@ -84,7 +96,7 @@ class Kubernetes:
             file=self.document(request.kind).file, name=request.name, namespace=k.namespace, runtime=k.runtime,
             nodes=request.nodes, gpus_per_node=request.gpus_per_node, image=pins.kubernetes_image,
             claim=k.volume.claim, mount_path=request.mount_path, queue=k.queue,
-            active_deadline_seconds=k.active_deadline_seconds,
+            active_deadline_seconds=k.active_deadline_seconds, termination_grace_seconds=request.stop_grace_s,
         )
 
     def render(self, job: KubeJob, header: tuple[str, ...], generated_by: dict[str, str],
@@ -149,10 +161,12 @@ def trainjob_document(job: KubeJob, header: list[str], launch_text: str) -> tupl
     spec["trainer"] = trainer
     container = {"name": "node", "volumeMounts": [{"name": "shared", "mountPath": job.mount_path},
                                                  {"name": "dshm", "mountPath": "/dev/shm"}]}
-    pod = {"containers": [container], "volumes": [
+    pod: dict[str, Any] = {"containers": [container], "volumes": [
         {"name": "shared", "persistentVolumeClaim": {"claimName": job.claim}},
         {"name": "dshm", "emptyDir": {"medium": "Memory"}},
     ]}
+    if job.termination_grace_seconds is not None:
+        pod["terminationGracePeriodSeconds"] = job.termination_grace_seconds
     spec["runtimePatches"] = [{"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {
         "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": pod}}}}]}}}}]
     comments = header + [

@@ -81,6 +81,15 @@ class SkyPilot:
     read_only_data: tuple[str, ...] = ()
     reserved_mounts: tuple[str, ...] = ()
     watches_step_time: bool = False
+    limit_field: str | None = None
+    sets_grace: bool = False
+    stop_note: str = ("task.yaml has no stop grace or time limit setting: a managed job (`sky jobs launch`) "
+                      "recovers a preempted cluster and runs run: again, which resumes from the save on the "
+                      "mounted bucket; the cloud's preemption notice is the grace a stop gets (stop.grace_seconds "
+                      "states it, and is then checked)")
+
+    def time_limit_seconds(self, section: Any) -> int | None:
+        return None
 
     def document(self, kind: str) -> DocumentFile:
         return DocumentFile(TASK_FILE if kind == "train" else f"task-{kind}.yaml", TASK_TEMPLATE)

@@ -59,6 +59,12 @@ class SlurmJob(NamedTuple):
     default_master_port: int
     rendezvous: bool  # the training step: node 0's address is exported for torchrun's rendezvous
     script: str  # the script it carries: launch.sh, prepare.sh, …
+    signal: str | None  # --signal=B:TERM@GRACE for the training step: a stop that saves, then --requeue
+
+    @property
+    def stops(self) -> bool:
+        """The batch shell gets SIGTERM before the limit, forwards it and requeues the job."""
+        return self.signal is not None
 
     @property
     def has_gpus(self) -> bool:
@@ -90,6 +96,15 @@ class Slurm:
     read_only_data: tuple[str, ...] = ()
     reserved_mounts: tuple[str, ...] = ()
     watches_step_time: bool = False
+    limit_field: str | None = "time_limit"
+    sets_grace: bool = True
+    stop_note: str = ("job.sbatch asks for SIGTERM to its batch shell GRACE seconds before the time limit "
+                      "(--signal=B:TERM@GRACE; Slurm may send it up to 60 s earlier), forwards it to srun, which "
+                      "forwards it to every node's launch.sh, and requeues itself after the stop (--requeue, "
+                      "scontrol requeue; --open-mode=append keeps slurm-JOBID.out)")
+
+    def time_limit_seconds(self, section: Any) -> int | None:
+        return None if section is None else time_limit_seconds(section.time_limit)
 
     def document(self, kind: str) -> DocumentFile:
         return DocumentFile(BATCH_FILE if kind == "train" else f"job-{kind}.sbatch", BATCH_TEMPLATE)
@@ -105,6 +120,7 @@ class Slurm:
             container_image=s.container.image or pins.enroot_uri.removeprefix("docker://"),
             container_mounts=",".join(s.container.mounts), default_master_port=DEFAULT_MASTER_PORT,
             rendezvous=request.kind == "train", script=request.script,
+            signal=None if request.stop_grace_s is None else f"B:TERM@{request.stop_grace_s}",
         )
 
     def render(self, job: SlurmJob, header: tuple[str, ...], generated_by: dict[str, str],
@@ -133,3 +149,23 @@ def mount_destinations(mounts: list[str]) -> list[str]:
         parts = mount.split(":")
         out.append(parts[1] if len(parts) > 1 else parts[0])
     return out
+
+
+def time_limit_seconds(text: str) -> int | None:
+    """sbatch --time in seconds (sbatch(1): minutes, minutes:seconds, hours:minutes:seconds,
+    days-hours, days-hours:minutes, days-hours:minutes:seconds); None for 0, UNLIMITED or a time
+    sbatch does not read (the slurm-time-limit rule reports that)."""
+    if not TIME_LIMIT.fullmatch(text) or text.lower() in ("unlimited", "infinite"):
+        return None
+    days, _, rest = text.rpartition("-")
+    parts = [int(p) for p in rest.split(":")]
+    if days:
+        hours, minutes, seconds = (parts + [0, 0])[:3]
+        total = int(days) * 86400 + hours * 3600 + minutes * 60 + seconds
+    elif len(parts) == 1:
+        total = parts[0] * 60
+    elif len(parts) == 2:
+        total = parts[0] * 60 + parts[1]
+    else:
+        total = parts[0] * 3600 + parts[1] * 60 + parts[2]
+    return total or None

@@ -259,6 +259,14 @@ class Training(_Section):
     eval: Evaluation = Field(default_factory=Evaluation)
 
 
+class Stop(_Section):
+    """A stop that saves (docs/stop-resume.md): the engine's limit and grace, the storage's write rate."""
+
+    time_limit_minutes: int | None = Field(default=None, ge=1)  # an engine with no limit setting (AIStudio)
+    grace_seconds: int | None = Field(default=None, ge=1, le=65535)  # signal to kill; default: the adapter's
+    write_gb_s: float | None = Field(default=None, gt=0)  # checkpoint write rate, all ranks (default 1.0)
+
+
 class SlurmContainer(_Section):
     """pyxis/enroot: the image every task runs in, and the storage it mounts."""
 
@@ -344,6 +352,7 @@ class JobSpec(_Section):
     parallelism: Parallelism = Field(default_factory=Parallelism)
     training: Training = Field(default_factory=Training)
     init_from: InitFrom | None = None
+    stop: Stop = Field(default_factory=Stop)
     platform: Literal["aistudio", "slurm", "kubernetes", "skypilot"] = "aistudio"  # the engine the job runs on
     slurm: Slurm | None = None
     kubernetes: Kubernetes | None = None

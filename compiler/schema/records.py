@@ -266,6 +266,16 @@ class SlurmContainer(Record):
     mounts: list[str]
 
 
+class Stop(Record):
+    """A stop that saves (docs/stop-resume.md): the engine's limit and grace, the storage's write rate."""
+
+    __slots__ = ()
+
+    time_limit_minutes: int | None
+    grace_seconds: int | None
+    write_gb_s: float | None
+
+
 class Storage(Record):
     """The writable shared storage mounted into every worker."""
 
@@ -325,6 +335,7 @@ class JobSpec(Record):
     parallelism: Parallelism
     training: Training
     init_from: InitFrom | None
+    stop: Stop
     platform: Literal['aistudio', 'slurm', 'kubernetes', 'skypilot']
     slurm: Slurm | None
     kubernetes: Kubernetes | None

@@ -43,8 +43,8 @@ from pydantic_core import SchemaSerializer
 _SOURCES = ("models.py", "formats.py", "validator.py", "record.py", "records.py", "generate.py")  # what the schema is built from
 
 # The sections the rules see on their own when the whole spec did not validate.
-SECTIONS = ("image", "megatron", "resources", "storage", "parallelism", "training", "init_from", "slurm", "kubernetes",
-            "skypilot")
+SECTIONS = ("image", "megatron", "resources", "storage", "parallelism", "training", "init_from", "stop", "slurm",
+            "kubernetes", "skypilot")
 
 
 # --- the schema, built from the models -------------------------------------------------------------

@@ -22,6 +22,7 @@ from .parallel import (
 )
 from .runtime import check_kernel_needs, check_pipeline_split, check_validate_args
 from .slow import check_routing, check_slow_training
+from .stop import check_stop, check_stop_limit
 from .safety import check_credentials, check_image_values, check_import_markers, check_reserved_env
 from .storage import check_read_only, check_reserved_mount, check_run_root, check_script_in_root
 
@@ -63,6 +64,8 @@ RULES: tuple[Rule, ...] = (
     Rule("memory-over-capacity", ("training", "parallelism", "resources"), check_memory),
     Rule("storage-over-quota", ("training", "storage"), check_storage_quota),
     Rule("distributed-optimizer-resume", ("training",), check_distributed_optimizer_resume),
+    Rule("stop-grace-short", ("training",), check_stop),
+    Rule("stop-time-limit-engine", ("stop",), check_stop_limit),
 )
 
 
