@@ -153,7 +153,7 @@ def test_llama_refusals(change, match):
 def test_qwen_enabled_sliding_window_is_refused_and_yarn_too():
     with pytest.raises(HFConfigError, match="use_sliding_window"):
         derive(dict(config("Qwen2-7B"), use_sliding_window=True))
-    with pytest.raises(HFConfigError, match="'yarn' is not supported for qwen3"):
+    with pytest.raises(HFConfigError, match="rope_scaling type 'yarn' for qwen3: .*no flag for the YaRN factor"):
         derive(dict(config("Qwen3-0.6B"), rope_scaling={"rope_type": "yarn", "factor": 4.0}))
 
 

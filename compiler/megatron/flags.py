@@ -233,7 +233,8 @@ MODEL_PATH = ("training", "model")
 HF_MODEL_FIELDS = frozenset({
     "num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "num_query_groups",
     "max_position_embeddings", "vocab_size", "make_vocab_size_divisible_by", "swiglu", "normalization",
-    "position_embedding", "rotary_base", "untie_embeddings", "disable_bias_linear",
+    "position_embedding", "rotary_base", "untie_embeddings", "disable_bias_linear", "num_experts", "moe_router_topk",
+    "moe_ffn_hidden_size",
 })
 INIT_FLAGS = ("--pretrained-checkpoint", "--exit-on-missing-checkpoint")
 
@@ -264,6 +265,9 @@ def flags(spec: Any) -> list[Flag]:
         if hf is not None and _hf_replaces(entry):
             if entry.flag == "--num-layers":
                 out.extend(_words_to_flags(hf.flags))
+                t = spec.training
+                if t.model.transformer_impl == "transformer_engine" and t.fused_kernels:
+                    out.extend(Flag(f) for f in hf.te_flags)  # Bridge's MoE kernel choices, TE only
             elif entry.flag == "--tokenizer-type":
                 from .huggingface import tokenizer_flags as hf_tokenizer_flags  # deferred: init_from specs only
 

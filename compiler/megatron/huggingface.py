@@ -4,15 +4,19 @@ A job that continues training from Hugging Face weights converts them with Megat
 v0.5.1 (`AutoBridge.import_ckpt`) into a torch_dist checkpoint that carries no training
 arguments (its latest_checkpointed_iteration.txt is 0 and --use-checkpoint-args has nothing to
 read), so every architecture flag of pretrain_gpt.py must be given and must agree with the
-shapes Bridge wrote. This module computes those flags from the parsed config.json, for the dense
-families Bridge maps with the same provider settings: Llama (2, 3, 3.x with llama3 RoPE scaling),
-Qwen2/2.5, Qwen3 and Mistral. Anything else is refused with the list of supported architectures.
+shapes Bridge wrote. This module computes those flags from the parsed config.json for the families
+of hf/families.py: the dense Llama (2, 3, 3.x with llama3 RoPE scaling), Qwen2/2.5, Qwen3 and
+Mistral, and the mixture-of-experts Qwen3-MoE, DeepSeek-V2/V3 (multi-latent attention; Kimi K2 and
+Moonlight publish the V3 class) and GLM-4.5 (hf/moe.py, hf/mla.py). Anything else is refused with
+the reason.
 
 Sources (pinned Megatron-LM 571370c8, Bridge v0.5.1):
-- Bridge's common HF->provider mapping: src/megatron/bridge/models/conversion/model_bridge.py:412
-  (CONFIG_MAPPING) and :504 (hf_config_to_provider_kwargs); the per-family overrides in
+- Bridge's common HF->provider mapping: src/megatron/bridge/models/conversion/model_bridge.py:413
+  (CONFIG_MAPPING) and :515 (hf_config_to_provider_kwargs); the per-family overrides in
   models/llama/llama_bridge.py, models/qwen/qwen2_bridge.py, models/qwen/qwen3_bridge.py,
-  models/mistral/mistral_bridge.py.
+  models/qwen/qwen3_moe_bridge.py, models/mistral/mistral_bridge.py, models/deepseek/*.py,
+  models/glm/glm45_bridge.py. tests/fixtures/bridge-providers/ holds Bridge's own providers for
+  the committed configs (tools/bridge/provider_fields.py), compared field by field in the tests.
 - Megatron-LM flag names: megatron/training/arguments.py (hand-written flags, cited per line) and
   the dataclass-generated ones (ArgumentGroupFactory, arguments.py:2098 for TransformerConfig,
   :2861 for TokenizerConfig); every flag emitted here was checked against the parser of that commit.
@@ -22,17 +26,18 @@ Pure functions over plain data: no import of the rest of the compiler, no I/O.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-# architectures[0] -> Bridge family (the @register_bridge source class of each bridge file)
-SUPPORTED_ARCHITECTURES: dict[str, str] = {
-    "LlamaForCausalLM": "llama",  # llama/llama_bridge.py:34
-    "MistralForCausalLM": "mistral",  # mistral/mistral_bridge.py (register_bridge)
-    "Qwen2ForCausalLM": "qwen2",  # qwen/qwen2_bridge.py (register_bridge, model_type="qwen2")
-    "Qwen3ForCausalLM": "qwen3",  # qwen/qwen3_bridge.py (register_bridge, model_type="qwen3")
-}
+from .hf.common import HFConfigError, UnsupportedArchitecture, boolean, number, pos_int, rope, rope_kind, rotary_base
+from .hf.common import num as _num
+from .hf.families import (MLA_FAMILIES, MOE_FAMILIES, REFUSED_ARCHITECTURES, SUPPORTED_ARCHITECTURES,
+                          supported_list)
+from .hf.mla import MLA, derive_mla, mla_flags
+from .hf.moe import MoE, derive_moe, moe_flags, te_flags
+
+__all__ = ["HFConfigError", "UnsupportedArchitecture", "SUPPORTED_ARCHITECTURES", "supported_list", "derive",
+           "HFArchitecture", "MoE", "MLA"]
 
 # Megatron's Llama-3 RoPE scaling has these fixed; only the factor is a flag
 # (megatron/core/models/common/embeddings/rotary_pos_embedding.py:92-98 _apply_scaling defaults;
@@ -44,28 +49,25 @@ _MEGATRON_LLAMA3_FIXED = {"low_freq_factor": 1.0, "high_freq_factor": 4.0,
 PRETRAIN_GPT_ROPE_SCALING_FACTOR = 8.0
 
 # Each class's tie_word_embeddings default when config.json omits the key (transformers'
-# LlamaConfig, MistralConfig, Qwen2Config and Qwen3Config all default to untied).
+# LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, Qwen3MoeConfig, DeepseekV2/V3Config and
+# Glm4MoeConfig all default to untied).
 _TIE_DEFAULT = False
 
-
-class HFConfigError(ValueError):
-    """config.json describes something this derivation cannot express as Megatron-LM flags."""
-
-
-class UnsupportedArchitecture(HFConfigError):
-    """config.json's architectures names a model outside the supported dense families."""
+# rms_norm_eps when config.json omits it: the transformers 5.8.1 class defaults
+_EPS_DEFAULT = {"llama": 1e-6, "mistral": 1e-6, "qwen2": 1e-6, "qwen3": 1e-6, "qwen3_moe": 1e-6,
+                "deepseek_v2": 1e-6, "deepseek_v3": 1e-6, "glm4_moe": 1e-5}
 
 
 class HFArchitecture(NamedTuple):
     """The Megatron-LM architecture of one HF model: typed values and the exact flags."""
 
     architecture: str  # config.json architectures[0]
-    family: str  # llama | mistral | qwen2 | qwen3
+    family: str  # hf/families.py SUPPORTED_ARCHITECTURES values
     num_layers: int
     hidden_size: int
-    ffn_hidden_size: int
+    ffn_hidden_size: int  # the dense layers' MLP (all layers of a dense model)
     num_attention_heads: int
-    num_query_groups: int  # == num_attention_heads when the model has no GQA
+    num_query_groups: int  # == num_attention_heads when the model has no GQA (and with MLA)
     kv_channels: int
     vocab_size: int  # rows of the embedding Bridge writes: config.json vocab_size, unpadded
     max_position_embeddings: int
@@ -79,6 +81,9 @@ class HFArchitecture(NamedTuple):
     window_size: tuple[int, int] | None  # Mistral's sliding window, Bridge's (window - 1, 0)
     attention_dropout: float
     flags: tuple[str, ...]  # pretrain_gpt.py architecture flags, in a stable order
+    moe: MoE | None = None  # the mixture of experts; None: dense
+    mla: MLA | None = None  # multi-latent attention; None: standard attention
+    te_flags: tuple[str, ...] = ()  # Bridge's kernel choices that need Transformer Engine
 
 
 class Contradiction(NamedTuple):
@@ -114,17 +119,16 @@ MODEL_FIELDS: dict[str, tuple[str, str]] = {
 }
 
 
-def supported_list() -> str:
-    """The accepted architectures values, for error messages."""
-    return ", ".join(sorted(SUPPORTED_ARCHITECTURES))
-
-
 def _architecture(config: Mapping[str, Any]) -> tuple[str, str]:
-    """(architectures[0], family), or UnsupportedArchitecture naming what is accepted."""
+    """(architectures[0], family), or UnsupportedArchitecture naming why and what is accepted."""
     archs = config.get("architectures")
     if not isinstance(archs, list) or len(archs) != 1 or not isinstance(archs[0], str):
         raise UnsupportedArchitecture(
             f"config.json architectures must list exactly one class, got {archs!r}; "
+            f"supported: {supported_list()}")
+    if archs[0] in REFUSED_ARCHITECTURES:
+        raise UnsupportedArchitecture(
+            f"config.json architectures {archs[0]!r} is refused: {REFUSED_ARCHITECTURES[archs[0]]}; "
             f"supported: {supported_list()}")
     if archs[0] not in SUPPORTED_ARCHITECTURES:
         raise UnsupportedArchitecture(
@@ -133,63 +137,27 @@ def _architecture(config: Mapping[str, Any]) -> tuple[str, str]:
     return archs[0], SUPPORTED_ARCHITECTURES[archs[0]]
 
 
-def _int(config: Mapping[str, Any], key: str) -> int:
-    """A required positive integer field."""
-    v = config.get(key)
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise HFConfigError(f"config.json {key} must be a positive integer, got {v!r}")
-    return v
-
-
-def _rope(config: Mapping[str, Any]) -> tuple[float, dict[str, Any] | None]:
-    """(rope_theta, scaling dict or None) from either config.json layout.
-
-    transformers < 5 writes rope_theta + rope_scaling; transformers >= 5 writes one
-    rope_parameters dict holding rope_theta and rope_type (Bridge reads both:
-    models/conversion/transformers_compat.py:27 rope_theta_from_hf).
-    """
-    params = config.get("rope_parameters")
-    theta = config.get("rope_theta")
-    scaling = config.get("rope_scaling")
-    if isinstance(params, Mapping):
-        theta = params.get("rope_theta", theta)
-        if scaling is None and params.get("rope_type", "default") != "default":
-            scaling = dict(params)
-    if theta is None:
-        theta = 10000.0  # the transformers default of all four config classes
-    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or theta <= 0:
-        raise HFConfigError(f"config.json rope_theta must be a positive number, got {theta!r}")
-    if scaling is not None and not isinstance(scaling, Mapping):
-        raise HFConfigError(f"config.json rope_scaling must be an object or null, got {scaling!r}")
-    if scaling is not None and (scaling.get("rope_type") or scaling.get("type")) in (None, "default"):
-        scaling = None
-    return float(theta), (dict(scaling) if scaling is not None else None)
-
-
-def _rotary_base(theta: float) -> int:
-    """--rotary-base is type=int (arguments.py:2132): refuse a base that would be truncated."""
-    if theta != math.floor(theta):
-        raise HFConfigError(f"config.json rope_theta {theta} is not an integer; "
-                            "Megatron-LM's --rotary-base takes integers only (arguments.py:2132)")
-    return int(theta)
-
-
 def _rope_scaling_factor(family: str, scaling: dict[str, Any] | None) -> float | None:
     """The Llama-3 factor, or None; refuses every scaling Megatron-LM's flags cannot express."""
-    if scaling is None:
+    if scaling is None or family in MLA_FAMILIES:  # MLA's YaRN: hf/mla.py
         return None
-    kind = scaling.get("rope_type") or scaling.get("type")
+    kind = rope_kind(scaling)
+    if kind == "yarn":
+        raise HFConfigError(
+            f"config.json rope_scaling type 'yarn' for {family}: Bridge builds it with position_embedding_type "
+            "'yarn' and yarn_* provider fields (model_bridge.py:569-578), but pretrain_gpt.py has no flag for "
+            "the YaRN factor or original_max_position_embeddings outside multi-latent attention; refused")
     if family != "llama" or kind != "llama3":
         raise HFConfigError(
             f"config.json rope scaling {kind!r} is not supported for {family}: only Llama's "
             "'llama3' scaling maps to --use-rope-scaling (llama/llama_bridge.py provider_bridge)")
     for key, fixed in _MEGATRON_LLAMA3_FIXED.items():
-        if float(scaling.get(key, fixed)) != fixed:
+        if number(scaling, key, fixed) != fixed:
             raise HFConfigError(
                 f"config.json rope scaling {key} = {scaling[key]} but Megatron-LM fixes it at "
                 f"{fixed} (rotary_pos_embedding.py:96-98); only the factor is a flag")
     # Bridge's default when the key is missing (llama_bridge.py: rope_scaling_factor = get("factor", 8.0))
-    factor = float(scaling.get("factor", 8.0))
+    factor = number(scaling, "factor", 8.0)
     if factor != PRETRAIN_GPT_ROPE_SCALING_FACTOR:
         # pretrain_gpt.py builds GPTModel(rope_scaling=args.use_rope_scaling, ...) without
         # rope_scaling_factor (gpt_builders.py:94), so GPTModel's default 8.0 applies
@@ -203,34 +171,52 @@ def _rope_scaling_factor(family: str, scaling: dict[str, Any] | None) -> float |
 
 def _biases(config: Mapping[str, Any], family: str) -> tuple[bool, bool]:
     """(add_qkv_bias, qk_layernorm); refuses biases Megatron's flags cannot place."""
-    if config.get("mlp_bias"):
-        raise HFConfigError("config.json mlp_bias = true: these bridges map dense models without "
+    if boolean(config, "mlp_bias", False):
+        raise HFConfigError("config.json mlp_bias = true: these bridges map models without "
                             "linear biases (--disable-bias-linear); refused")
-    if family in ("llama", "mistral", "qwen3") and config.get("attention_bias"):
-        # HF puts that bias on q, k, v AND o_proj; --add-qkv-bias covers q, k, v only, and
-        # qwen3_bridge.py forces add_qkv_bias = False.
+    if family in ("llama", "mistral", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3") and \
+            boolean(config, "attention_bias", False):
+        # HF puts that bias on q, k, v AND o_proj; --add-qkv-bias covers q, k, v only, and the
+        # qwen3 bridges force add_qkv_bias = False.
         raise HFConfigError(f"config.json attention_bias = true for {family}: the o_proj bias has "
                             "no Megatron-LM flag (--add-qkv-bias covers q, k, v); refused")
-    # Qwen2 always has q/k/v biases (qwen2_bridge.py: add_qkv_bias = True, QKV bias mapping).
-    return family == "qwen2", family == "qwen3"  # qwen3_bridge.py: qk_layernorm = True
+    if family == "glm4_moe":
+        # GLM-4.5: q/k/v biases only (o_proj has none); CONFIG_MAPPING attention_bias -> add_qkv_bias,
+        # use_qk_norm -> qk_layernorm (model_bridge.py:430-432)
+        return boolean(config, "attention_bias", False), boolean(config, "use_qk_norm", False)
+    # Qwen2 always has q/k/v biases (qwen2_bridge.py: add_qkv_bias = True, QKV bias mapping);
+    # qwen3_bridge.py, qwen3_moe_bridge.py:57 and the DeepSeek bridges set qk_layernorm = True
+    return family == "qwen2", family in ("qwen3", "qwen3_moe") or family in MLA_FAMILIES
 
 
 def _window(config: Mapping[str, Any], family: str) -> tuple[int, int] | None:
     """Mistral's sliding window as Bridge sets it; Qwen's enabled window is refused."""
-    if family in ("qwen2", "qwen3"):
-        if config.get("use_sliding_window"):
+    if family in ("qwen2", "qwen3", "qwen3_moe"):
+        if boolean(config, "use_sliding_window", False):
             raise HFConfigError("config.json use_sliding_window = true: Qwen's per-layer sliding "
                                 "window (max_window_layers) has no Megatron-LM flag; refused")
         return None
     if family == "mistral" and config.get("sliding_window") is not None:
         # mistral/mistral_bridge.py provider_bridge: window_size = [sliding_window - 1, 0]
-        return (_int(config, "sliding_window") - 1, 0)
+        return (pos_int(config, "sliding_window") - 1, 0)
     return None
 
 
-def _num(v: float) -> str:
-    """A float as Python writes it, which argparse's float() reads back exactly."""
-    return repr(float(v))
+def _head_dim(config: Mapping[str, Any], family: str, hidden: int, heads: int) -> int:
+    """kv_channels: CONFIG_MAPPING head_dim -> kv_channels (model_bridge.py:419), else hidden / heads.
+    transformers' Qwen3Config defaults head_dim to 128 (Bridge reads the config object, so it sees
+    that default); Qwen3-MoE and GLM-4.5 fall back to hidden / heads; the DeepSeek classes set head_dim
+    to qk_rope_head_dim."""
+    if config.get("head_dim") is not None:
+        return pos_int(config, "head_dim")
+    if family == "qwen3":
+        return 128
+    if family in MLA_FAMILIES:
+        return pos_int(config, "qk_rope_head_dim", 64)
+    if hidden % heads:
+        raise HFConfigError(f"config.json gives no head_dim and hidden_size {hidden} is not a multiple of "
+                            f"num_attention_heads {heads}")
+    return hidden // heads
 
 
 def _flags(a: dict[str, Any]) -> tuple[str, ...]:
@@ -239,8 +225,9 @@ def _flags(a: dict[str, Any]) -> tuple[str, ...]:
          "--hidden-size", str(a["hidden_size"]),  # transformer_config.py:132
          "--ffn-hidden-size", str(a["ffn_hidden_size"]),  # transformer_config.py:157
          "--num-attention-heads", str(a["num_attention_heads"])]  # transformer_config.py:135
-    if a["num_query_groups"] != a["num_attention_heads"]:
-        # without --group-query-attention num_query_groups is dropped (argument_utils.py:325-328)
+    if a["num_query_groups"] != a["num_attention_heads"] and a["mla"] is None:
+        # without --group-query-attention num_query_groups is dropped (argument_utils.py:325-328);
+        # MLA refuses it (arguments.py:1760-1761)
         f += ["--group-query-attention",  # arguments.py:2107
               "--num-query-groups", str(a["num_query_groups"])]  # transformer_config.py:152
     f += ["--kv-channels", str(a["kv_channels"]),  # transformer_config.py:161
@@ -263,13 +250,18 @@ def _flags(a: dict[str, Any]) -> tuple[str, ...]:
         f.append("--untie-embeddings-and-output-weights")  # arguments.py:2174
     if a["window_size"] is not None:
         f += ["--window-size", "%d,%d" % a["window_size"]]  # arguments.py:2110, tuple_type :387
+    if a["mla"] is not None:
+        f += mla_flags(a["mla"])
+    if a["moe"] is not None:
+        f += moe_flags(a["moe"])
     # Megatron defaults both dropouts to 0.1 (transformer_config.py:165,168); the HF models and
     # Bridge's providers (hidden_dropout = 0.0 in each family's provider_bridge) use none.
     f += ["--attention-dropout", _num(a["attention_dropout"]),
           "--hidden-dropout", "0.0",
-          # Bridge writes the embedding with config.json's vocab_size rows, unpadded
-          # (model_bridge.py make_vocab_size_divisible_by picks a divisor of it); Megatron would
-          # pad len(tokenizer) to a multiple of 128 × TP unless told (training_config.py:630,
+          # Bridge writes the embedding with config.json's vocab_size rows, unpadded: the provider's
+          # should_pad_vocab is False (gpt_provider.py:179, :260-265), whatever
+          # make_vocab_size_divisible_by says (model_bridge.py:589, 1280 for DeepSeek-V3); Megatron
+          # would pad len(tokenizer) to a multiple of 128 × TP unless told (training_config.py:630,
           # build_tokenizer.py:140 _set_padded_vocab_size).
           "--padded-vocab-size", str(a["vocab_size"])]
     return tuple(f)
@@ -277,42 +269,54 @@ def _flags(a: dict[str, Any]) -> tuple[str, ...]:
 
 def derive(config: Mapping[str, Any], *, tensor_parallel: int = 1) -> HFArchitecture:
     """The Megatron-LM architecture of a parsed config.json; HFConfigError when not expressible."""
+    if not isinstance(config, Mapping):
+        raise HFConfigError(f"config.json must hold an object, got {type(config).__name__}")
     arch, family = _architecture(config)
-    if (act := config.get("hidden_act", "silu")) != "silu":
+    act = config.get("hidden_act", config.get("hidden_activation", "silu"))
+    if act != "silu":
         raise HFConfigError(f"config.json hidden_act {act!r}: only silu maps to --swiglu")
-    heads = _int(config, "num_attention_heads")
-    hidden = _int(config, "hidden_size")
-    groups = config.get("num_key_value_heads") or heads  # older Llama configs omit it
-    if not isinstance(groups, int) or heads % groups:
-        raise HFConfigError(f"config.json num_key_value_heads {groups!r} must divide "
+    heads = pos_int(config, "num_attention_heads")
+    hidden = pos_int(config, "hidden_size")
+    layers = pos_int(config, "num_hidden_layers")
+    groups = pos_int(config, "num_key_value_heads", heads)  # older Llama configs omit it
+    if heads % groups:
+        raise HFConfigError(f"config.json num_key_value_heads {groups} must divide "
                             f"num_attention_heads {heads}")
-    head_dim = config.get("head_dim") or hidden // heads  # CONFIG_MAPPING head_dim -> kv_channels
-    if not isinstance(head_dim, int) or (config.get("head_dim") is None and hidden % heads):
-        raise HFConfigError(f"config.json gives no usable head_dim (hidden {hidden}, heads {heads})")
-    theta, scaling = _rope(config)
+    head_dim = _head_dim(config, family, hidden, heads)
+    theta, scaling = rope(config)
     qkv_bias, qk_norm = _biases(config, family)
-    vocab = _int(config, "vocab_size")
+    vocab = pos_int(config, "vocab_size")
     if vocab % tensor_parallel:
         raise HFConfigError(f"config.json vocab_size {vocab} is not divisible by tensor parallel "
                             f"{tensor_parallel}: --padded-vocab-size keeps it as is")
-    eps = config.get("rms_norm_eps", 1e-6 if family.startswith("qwen") else 1e-5)
-    rotary_percent = float(config.get("partial_rotary_factor", 1.0))
+    eps = number(config, "rms_norm_eps", _EPS_DEFAULT[family], positive=True)
+    params = config.get("rope_parameters")
+    partial = params.get("partial_rotary_factor") if isinstance(params, Mapping) else None
+    rotary_percent = number({"partial_rotary_factor": config.get("partial_rotary_factor", partial)},
+                            "partial_rotary_factor", 1.0)
     if not 0.0 < rotary_percent <= 1.0:
         raise HFConfigError(f"config.json partial_rotary_factor {rotary_percent} out of (0, 1]")
+    if family in MLA_FAMILIES and rotary_percent != 1.0:
+        raise HFConfigError(f"config.json partial_rotary_factor {rotary_percent}: multi-latent attention "
+                            "rotates qk_rope_head_dim; refused")
+    mla = derive_mla(config, family, scaling) if family in MLA_FAMILIES else None
+    moe = derive_moe(config, family, layers) if family in MOE_FAMILIES else None
+    ffn = pos_int(config, "intermediate_size", moe.ffn_hidden_size if moe is not None else None)
     typed: dict[str, Any] = {
         "architecture": arch, "family": family,
-        "num_layers": _int(config, "num_hidden_layers"), "hidden_size": hidden,
-        "ffn_hidden_size": _int(config, "intermediate_size"), "num_attention_heads": heads,
-        "num_query_groups": groups, "kv_channels": head_dim, "vocab_size": vocab,
-        "max_position_embeddings": _int(config, "max_position_embeddings"),
-        "rotary_base": _rotary_base(theta), "rotary_percent": rotary_percent,
+        "num_layers": layers, "hidden_size": hidden,
+        "ffn_hidden_size": ffn, "num_attention_heads": heads,
+        "num_query_groups": heads if mla is not None else groups, "kv_channels": head_dim, "vocab_size": vocab,
+        "max_position_embeddings": pos_int(config, "max_position_embeddings"),
+        "rotary_base": rotary_base(theta), "rotary_percent": rotary_percent,
         "rope_scaling_factor": _rope_scaling_factor(family, scaling),
-        "norm_epsilon": float(eps), "add_qkv_bias": qkv_bias, "qk_layernorm": qk_norm,
-        "untie_embeddings": not config.get("tie_word_embeddings", _TIE_DEFAULT),
+        "norm_epsilon": eps, "add_qkv_bias": qkv_bias, "qk_layernorm": qk_norm,
+        "untie_embeddings": not boolean(config, "tie_word_embeddings", _TIE_DEFAULT),
         "window_size": _window(config, family),
-        "attention_dropout": float(config.get("attention_dropout", 0.0)),
+        "attention_dropout": number(config, "attention_dropout", 0.0, low=0.0, high=1.0),
+        "moe": moe, "mla": mla,
     }
-    return HFArchitecture(**typed, flags=_flags(typed))
+    return HFArchitecture(**typed, flags=_flags(typed), te_flags=te_flags(moe) if moe is not None else ())
 
 
 def tokenizer_flags(tokenizer_path: str) -> tuple[str, ...]:
@@ -358,14 +362,22 @@ def contradictions(a: HFArchitecture, spec_model: Mapping[str, Any],
 def hf_model_fields(a: HFArchitecture) -> dict[str, Any]:
     """The typed training.model fields as the architecture has them: what the estimates and the
     rules read in place of fields the spec leaves out (a padded vocabulary of exactly vocab_size:
-    --padded-vocab-size, so a divisor of 1)."""
+    --padded-vocab-size, so a divisor of 1). Beyond the typed fields, the estimators read
+    kv_channels, mla and the MoE layout (flops.py flops_args)."""
+    moe = a.moe
     return {
         "num_layers": a.num_layers, "hidden_size": a.hidden_size, "num_attention_heads": a.num_attention_heads,
         "num_query_groups": None if a.num_query_groups == a.num_attention_heads else a.num_query_groups,
         "ffn_hidden_size": a.ffn_hidden_size, "max_position_embeddings": a.max_position_embeddings,
         "vocab_size": a.vocab_size, "make_vocab_size_divisible_by": 1, "swiglu": True, "normalization": "RMSNorm",
         "position_embedding": "rope", "rotary_base": a.rotary_base, "untie_embeddings": a.untie_embeddings,
-        "disable_bias_linear": True,
+        "disable_bias_linear": True, "kv_channels": a.kv_channels, "mla": a.mla,
+        "num_experts": None if moe is None else moe.num_experts,
+        "moe_router_topk": 2 if moe is None else moe.topk,
+        "moe_ffn_hidden_size": None if moe is None else moe.ffn_hidden_size,
+        "moe_layer_freq": None if moe is None else moe.layer_freq,
+        "moe_shared_expert_intermediate_size": None if moe is None else moe.shared_expert_size,
+        "mtp_num_layers": None if moe is None else moe.mtp_layers,
     }
 
 

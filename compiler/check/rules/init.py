@@ -33,6 +33,14 @@ def check_init_from(ctx: RuleContext) -> Iterator[Diagnostic]:
     if facts.hf_error is not None:
         yield ctx.locate("init-from-config", f"init_from.huggingface.config: {facts.hf_error}",
                          HERE + ("huggingface", "config"))
+    model = ctx.sections["training"].model
+    if facts.hf is not None and facts.hf.mla is not None and model is not None and model.transformer_impl == "local":
+        yield ctx.locate("init-from-config", f"init_from.huggingface.config: {facts.hf.architecture} uses multi-latent "
+                         "attention, which needs Transformer Engine at the pinned Megatron-LM: the local layer spec hands "
+                         "DotProductAttention a k_channels argument it does not take (multi_latent_attention.py:214), so "
+                         "neither Bridge's conversion nor training can build the model",
+                         ("training", "model", "transformer_impl"),
+                         hint="use transformer_impl: transformer_engine (an image with Transformer Engine)")
     training = ctx.doc.data.get("training", {})
     checkpoint = training.get("checkpoint") if isinstance(training, dict) else None
     if isinstance(checkpoint, dict) and checkpoint.get("resume") is False:
