@@ -76,7 +76,7 @@ def test_flops_by_hand_tiny_model() -> None:
 
 
 def test_not_ported_branches_refuse() -> None:
-    for change in ({"multi_latent_attention": True}, {"hybrid_layer_pattern": "M*"},
+    for change in ({"hybrid_layer_pattern": "M*"},
                    {"experimental_attention_variant": "gated_delta_net"}):
         with pytest.raises(NotImplementedError):
             num_floating_point_operations(LLAMA8B._replace(**change), 1)  # type: ignore[arg-type]

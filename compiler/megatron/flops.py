@@ -2,9 +2,9 @@
 (megatron/training/training.py:411-917 at the pinned commit 571370c8), the figure Megatron divides
 by the iteration time to log "throughput per GPU (TFLOP/s/GPU)" (training.py:2608-2614). The port
 covers the standard Transformer branch (training.py:570-867): dense and MoE MLPs (moe_layer_freq,
-top-k routing, shared experts, latent MoE), GQA/MHA, the attention output gate, multi-token
-prediction and the logits. It leaves out multi-latent attention (training.py:640-699), linear
-attention variants (gated delta net, :733-792) and hybrid Mamba models (:870-915): those raise
+top-k routing, shared experts, latent MoE), GQA/MHA, multi-latent attention (:640-699), the
+attention output gate, multi-token prediction and the logits. It leaves out linear attention
+variants (gated delta net, :733-792) and hybrid Mamba models (:870-915): those raise
 NotImplementedError rather than return a wrong figure. tests/test_timing.py holds it to Megatron's
 own function.
 """
@@ -39,6 +39,11 @@ class FlopsArgs(NamedTuple):
     mtp_num_layers: int | None = None
     attention_output_gate: bool = False
     multi_latent_attention: bool = False
+    q_lora_rank: int | None = None
+    kv_lora_rank: int = 32  # arguments.py:3160-3168 defaults
+    qk_head_dim: int = 128
+    qk_pos_emb_head_dim: int = 64
+    v_head_dim: int = 128
     experimental_attention_variant: str | None = None
     hybrid_layer_pattern: str | None = None
 
@@ -55,8 +60,6 @@ def num_floating_point_operations(args: Any, batch_size: int) -> float:
     defaults of :444-447; the standard Transformer branch only)."""
     if args.hybrid_layer_pattern is not None:
         raise NotImplementedError("hybrid Mamba models (training.py:870-915) are not ported")
-    if args.multi_latent_attention:
-        raise NotImplementedError("multi-latent attention (training.py:640-699) is not ported")
     if args.experimental_attention_variant == "gated_delta_net":
         raise NotImplementedError("linear attention variants (training.py:733-792) are not ported")
     seqlen_squared_sum = batch_size * args.seq_length * args.seq_length  # :444-445
@@ -93,9 +96,12 @@ def num_floating_point_operations(args: Any, batch_size: int) -> float:
     h = args.hidden_size
     query = args.kv_channels * args.num_attention_heads  # :702-706
     key = value = args.kv_channels * num_query_groups
-    gate = query if args.attention_output_gate else 0
-    self_attn_term = fwd_bwd * fma * (h * (query + key + value + gate) + query * h)  # :707-722
-    core_term = fwd_bwd * fma * query / 2 * 2  # :724-730
+    if args.multi_latent_attention:
+        self_attn_term, core_term = mla_terms(args)
+    else:
+        gate = query if args.attention_output_gate else 0
+        self_attn_term = fwd_bwd * fma * (h * (query + key + value + gate) + query * h)  # :707-722
+        core_term = fwd_bwd * fma * query / 2 * 2  # :724-730
     self_attn_term *= num_layers  # :794-804: every layer is a standard attention layer here
     core_term *= num_layers
     if latent is None:
@@ -117,21 +123,46 @@ def num_floating_point_operations(args: Any, batch_size: int) -> float:
     )
 
 
+def mla_terms(args: Any) -> tuple[float, float]:
+    """(token-linear, core) per-layer FLOPs factors of multi-latent attention (training.py:640-699)."""
+    h, heads, fwd_bwd, fma = args.hidden_size, args.num_attention_heads, 3, 2
+    qk = args.qk_head_dim + args.qk_pos_emb_head_dim
+    if args.q_lora_rank is None:  # :656-661
+        q_term = h * heads * qk
+    else:  # :662-667
+        q_term = args.q_lora_rank * (h + heads * qk + 1)
+    linear = fwd_bwd * fma * (  # :669-686
+        q_term + args.kv_lora_rank * (h + heads * (args.qk_head_dim + args.v_head_dim) + 1)
+        + h * args.qk_pos_emb_head_dim + heads * args.v_head_dim * h)
+    core = fwd_bwd * fma * (heads * qk / 2 + heads * args.v_head_dim / 2)  # :689-698
+    return linear, core
+
+
 def flops_split(args: Any, batch_size: int) -> FlopsSplit:
     """Megatron's total, and the parts the step model places: logits, core attention, per layer."""
     total = num_floating_point_operations(args, batch_size)
     mtp = args.mtp_num_layers or 0
     tokens = batch_size * args.seq_length
     logits = 3 * 2 * args.hidden_size * args.padded_vocab_size * (mtp + 1) * tokens  # training.py:853-859
-    core = 3 * 2 * args.kv_channels * args.num_attention_heads * (args.num_layers + mtp) * batch_size * args.seq_length ** 2
+    per_token = mla_terms(args)[1] if args.multi_latent_attention else 3 * 2 * args.kv_channels * args.num_attention_heads
+    core = per_token * (args.num_layers + mtp) * batch_size * args.seq_length ** 2
     return FlopsSplit(total, logits, core, (total - logits) / (args.num_layers + mtp))
 
 
 def flops_args(model: Any, padded_vocab: int) -> FlopsArgs:
-    """FlopsArgs from a spec's training.model, with Megatron's derived values."""
+    """FlopsArgs from a spec's training.model, with Megatron's derived values; init_from's model
+    (check/facts.py effective_training) adds kv_channels and the MoE/MLA fields of the HF config."""
+    mla = getattr(model, "mla", None)
     return FlopsArgs(
         num_layers=model.num_layers, hidden_size=model.hidden_size, num_attention_heads=model.num_attention_heads,
-        kv_channels=model.hidden_size // model.num_attention_heads,  # arguments.py:1283-1284
+        kv_channels=getattr(model, "kv_channels", None) or model.hidden_size // model.num_attention_heads,  # :1283
+        moe_layer_freq=list(getattr(model, "moe_layer_freq", None) or ()) or 1,
+        moe_shared_expert_intermediate_size=getattr(model, "moe_shared_expert_intermediate_size", None),
+        mtp_num_layers=getattr(model, "mtp_num_layers", None),
+        multi_latent_attention=mla is not None,
+        **({} if mla is None else {"q_lora_rank": mla.q_lora_rank, "kv_lora_rank": mla.kv_lora_rank,
+                                   "qk_head_dim": mla.qk_head_dim, "qk_pos_emb_head_dim": mla.qk_pos_emb_head_dim,
+                                   "v_head_dim": mla.v_head_dim}),
         ffn_hidden_size=ffn_hidden_size(model), seq_length=model.seq_length,
         padded_vocab_size=padded_vocab, group_query_attention=model.num_query_groups is not None,
         num_query_groups=model.num_query_groups, swiglu=model.swiglu, num_experts=model.num_experts,
