@@ -52,6 +52,22 @@ import sys
 import torch
 
 
+def without_te(provider) -> None:
+    """A test image without Transformer Engine: Bridge's local layer spec where the family uses
+    Bridge's TE-only default (DeepSeek and GLM build their own spec, which picks local itself), and
+    none of the TE-only kernels the providers switch on. The weights are the same: SequentialMLP
+    experts instead of grouped ones (Bridge maps both, e.g. qwen3_moe_bridge.py:118)."""
+    from megatron.bridge.models.gpt_provider import default_layer_spec, local_layer_spec
+
+    if provider.transformer_layer_spec is default_layer_spec:
+        provider.transformer_layer_spec = local_layer_spec
+    for kernel in ("apply_rope_fusion", "persist_layer_norm", "moe_grouped_gemm", "moe_permute_fusion",
+                   "moe_shared_expert_overlap", "gradient_accumulation_fusion", "masked_softmax_fusion",
+                   "bias_activation_fusion", "bias_dropout_fusion", "cross_entropy_loss_fusion"):
+        if getattr(provider, kernel, False):
+            setattr(provider, kernel, False)
+
+
 def main() -> None:
     from megatron.bridge import AutoBridge
 
@@ -59,11 +75,7 @@ def main() -> None:
     bridge = AutoBridge.from_hf_pretrained(hf_dir, torch_dtype=torch.bfloat16)
     provider = bridge.to_megatron_provider(load_weights=True)
     if importlib.util.find_spec("transformer_engine") is None:
-        from megatron.bridge.models.gpt_provider import local_layer_spec
-
-        provider.transformer_layer_spec = local_layer_spec
-        provider.apply_rope_fusion = False
-        provider.persist_layer_norm = False
+        without_te(provider)
     provider.finalize()
     model = provider.provide_distributed_model(wrap_with_ddp=False, use_cpu_initialization=True)
     kwargs = getattr(bridge._model_bridge, "get_hf_tokenizer_kwargs", lambda: {})() or {}

@@ -26,10 +26,46 @@ tmp=$(mktemp -d "${EXPORT%/*}/.export-XXXXXX")
 trap 'rm -rf -- "$tmp"' EXIT
 cat >"$tmp/export.py" <<'PY'
 import importlib.util
+import json
 import os
 import sys
 
 import torch
+
+
+def without_te(provider) -> None:
+    """A test image without Transformer Engine: Bridge's local layer spec where the family uses
+    Bridge's TE-only default (DeepSeek and GLM build their own spec, which picks local itself), and
+    none of the TE-only kernels the providers switch on. The weights are the same: SequentialMLP
+    experts instead of grouped ones (Bridge maps both, e.g. qwen3_moe_bridge.py:118)."""
+    from megatron.bridge.models.gpt_provider import default_layer_spec, local_layer_spec
+
+    if provider.transformer_layer_spec is default_layer_spec:
+        provider.transformer_layer_spec = local_layer_spec
+    for kernel in ("apply_rope_fusion", "persist_layer_norm", "moe_grouped_gemm", "moe_permute_fusion",
+                   "moe_shared_expert_overlap", "gradient_accumulation_fusion", "masked_softmax_fusion",
+                   "bias_activation_fusion", "bias_dropout_fusion", "cross_entropy_loss_fusion"):
+        if getattr(provider, kernel, False):
+            setattr(provider, kernel, False)
+
+
+# Keys Bridge v0.5.1 writes as constants rather than the model's values (qwen3_moe_bridge.py:46-47
+# megatron_to_hf_config: norm_topk_prob false, decoder_sparse_step 1): the export keeps the source's.
+KEPT_KEYS = ("norm_topk_prob", "decoder_sparse_step")
+
+
+def keep_source_values(hf_dir: str, out: str) -> None:
+    with open(os.path.join(hf_dir, "config.json")) as f:
+        source = json.load(f)
+    path = os.path.join(out, "config.json")
+    with open(path) as f:
+        exported = json.load(f)
+    restored = {k: source[k] for k in KEPT_KEYS if k in source and exported.get(k) != source[k]}
+    if restored:
+        exported.update(restored)
+        with open(path, "w") as f:
+            json.dump(exported, f, indent=2, sort_keys=True)
+        print("export.sh: kept the source config.json's", restored, flush=True)
 
 
 def main() -> None:
@@ -45,17 +81,14 @@ def main() -> None:
     bridge = AutoBridge.from_hf_pretrained(hf_dir)
     provider = bridge.to_megatron_provider(load_weights=False)
     if importlib.util.find_spec("transformer_engine") is None:
-        from megatron.bridge.models.gpt_provider import local_layer_spec
-
-        provider.transformer_layer_spec = local_layer_spec
-        provider.apply_rope_fusion = False
-        provider.persist_layer_norm = False
+        without_te(provider)
     provider.perform_initialization = False
     provider.finalize()
     with temporary_distributed_context(backend="gloo"):
         model = provider.provide_distributed_model(wrap_with_ddp=False, use_cpu_initialization=True)
         _load_model_weights_from_checkpoint(iteration_dir, model)
         bridge.save_hf_pretrained(model, out)
+    keep_source_values(hf_dir, out)
     print("export.sh: exported", iteration_dir, "->", out, flush=True)
 
 

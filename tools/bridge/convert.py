@@ -32,8 +32,9 @@ def main() -> None:
             torch.cuda.get_rng_state = torch.get_rng_state  # (training loads it with --finetune off)
             torch.cuda.synchronize = lambda *a, **k: None  # dist_checkpointing syncs before writing
             torch.cuda.current_device = lambda: "cpu"  # and all-reduces its failure flag there
+            torch.cuda.Stream = type("Stream", (), {"__new__": lambda cls, *a, **k: None})  # MoE alltoall makes one
     from megatron.bridge import AutoBridge
-    from megatron.bridge.models.gpt_provider import local_layer_spec
+    from megatron.bridge.models.gpt_provider import default_layer_spec, local_layer_spec
 
     try:
         import transformer_engine  # noqa: F401
@@ -42,12 +43,14 @@ def main() -> None:
         have_te = False
     bridge = AutoBridge.from_hf_pretrained(a.hf, torch_dtype=getattr(torch, a.dtype))
     provider = bridge.to_megatron_provider(load_weights=True)
-    if not have_te:
-        provider.transformer_layer_spec = local_layer_spec
-        # llama_bridge.py sets apply_rope_fusion = True, which TransformerConfig refuses without TE
-        # (transformer_config.py __post_init__); a runtime kernel choice, not a weight.
-        provider.apply_rope_fusion = False
-        provider.persist_layer_norm = False  # llama_bridge.py sets it; torch norm refuses it (torch_norm.py:48)
+    if not have_te:  # the same adjustments as the generated convert.sh (templates/convert.sh.j2 without_te)
+        if provider.transformer_layer_spec is default_layer_spec:
+            provider.transformer_layer_spec = local_layer_spec
+        for kernel in ("apply_rope_fusion", "persist_layer_norm", "moe_grouped_gemm", "moe_permute_fusion",
+                       "moe_shared_expert_overlap", "gradient_accumulation_fusion", "masked_softmax_fusion",
+                       "bias_activation_fusion", "bias_dropout_fusion", "cross_entropy_loss_fusion"):
+            if getattr(provider, kernel, False):
+                setattr(provider, kernel, False)
     provider.finalize()
     print(f"provider: vocab_size={provider.vocab_size} should_pad_vocab="
           f"{getattr(provider, 'should_pad_vocab', None)} make_vocab_size_divisible_by="

@@ -38,6 +38,7 @@ def main() -> None:
         tensor_parallel.get_cuda_rng_tracker().fork = lambda *a, **k: contextlib.nullcontext()
         args.use_cpu_initialization = True
         torch.cuda.current_device = lambda: "cpu"  # RoPE moves inv_freq to the "current" device
+        torch.cuda.Stream = type("Stream", (), {"__new__": lambda cls, *a, **k: None})  # MoE alltoall makes one
     from gpt_builders import gpt_builder
 
     config = core_transformer_config_from_args(args)
