@@ -14,6 +14,7 @@ import pytest
 
 from compiler.megatron.flops import flops_args, num_floating_point_operations
 from compiler.megatron.hf.moe import layer_freq_flag
+from compiler.megatron.hf.size import convert_size, export_gib, parameter_count
 from compiler.megatron.huggingface import HFConfigError, UnsupportedArchitecture, derive, hf_model_fields
 from compiler.schema.record import Overlay
 from compiler.stages import compile_spec
@@ -237,3 +238,47 @@ def test_export_keeps_norm_topk_prob_of_the_source_config(tmp_path, monkeypatch)
     (out / "config.json").write_text(json.dumps(dict(config("Qwen3-30B-A3B"), norm_topk_prob=False)))
     _export_python(monkeypatch)["keep_source_values"](str(source), str(out))
     assert json.loads((out / "config.json").read_text())["norm_topk_prob"] is True
+
+
+@pytest.mark.parametrize(("name", "published"), [
+    ("Qwen3-30B-A3B", 30.5e9), ("DeepSeek-V3", 671e9 + 14e9), ("DeepSeek-V2-Lite", 15.7e9), ("GLM-4.5", 355e9),
+    ("Qwen3-0.6B", 0.6e9), ("Llama-3.1-8B", 8.03e9), ("Qwen2-7B", 7.6e9), ("Llama-2-7b-hf", 6.74e9),
+])
+def test_parameter_counts_match_the_published_sizes(name, published):
+    assert parameter_count(derive(config(name))).total == pytest.approx(published, rel=0.01)
+
+
+LLAMA_70B = dict(config("Llama-3.1-8B"), hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
+                 num_attention_heads=64)
+
+
+def test_conversion_is_sized_from_the_parameters():
+    h200 = 141e9 / 1024 ** 3
+    small = convert_size(derive(config("Qwen3-30B-A3B")), h200, 8)
+    assert (small.gpus, small.expert) == (1, 1) and 60 < small.gib_per_gpu < h200
+    big = convert_size(derive(LLAMA_70B), h200, 8)
+    assert (big.gpus, big.tensor) == (2, 2)  # 70.6 B parameters are not planned on one GPU
+    assert convert_size(derive(LLAMA_70B), h200, 1).gpus == 0
+    assert convert_size(derive(config("GLM-4.5")), h200, 8).gpus == 0  # 139 GiB a GPU even with EP 8
+    glm = convert_size(derive(config("GLM-4.5")), 180e9 / 1024 ** 3, 8)  # a 180 GB GPU: experts over 8
+    assert (glm.gpus, glm.expert) == (8, 8)
+    assert convert_size(derive(config("DeepSeek-V3")), h200, 8).gpus == 0
+    assert export_gib(derive(config("Qwen3-30B-A3B"))) == pytest.approx(30.5e9 * 5 / 1024 ** 3, rel=0.01)
+
+
+def test_a_model_too_large_to_convert_on_one_worker_is_an_error_naming_the_memory(tmp_path):
+    shutil.copy(REPO / "specs" / "base.yaml", tmp_path / "base.yaml")
+    shutil.copy(REPO / "specs" / "qwen3-0.6b.yaml", tmp_path / "spec.yaml")
+    (tmp_path / "models" / "qwen3-0.6b").mkdir(parents=True)
+    (tmp_path / "models" / "qwen3-0.6b" / "config.json").write_text(json.dumps(config("DeepSeek-V3")))
+    result = compile_spec(str(tmp_path / "spec.yaml"), "spec.yaml", render_files=False)
+    found = [d for d in result.diagnostics if d.code == "init-from-config" and "GiB" in d.message]
+    assert found and found[0].is_error and "682.6 B parameters" in found[0].message
+    assert found[0].key_path == ("init_from", "huggingface", "config")
+
+
+def test_the_generated_convert_step_asks_for_the_gpus_it_needs():
+    text = (REPO / "generated" / "qwen3-30b-a3b" / "convert.sh").read_text()
+    assert "GPUS=1\n" in text and 'torchrun --nproc_per_node="$GPUS"' in text
+    deepseek = (REPO / "generated" / "deepseek-v3" / "convert.sh").read_text()
+    assert "GPUS=0\n" in deepseek and "convert it on several workers" in deepseek

@@ -22,6 +22,7 @@ from ..schema.defaults import MEGATRON_ROOT
 from ..schema.record import Overlay
 
 if TYPE_CHECKING:  # the models themselves load only for the specs that need them (docs/performance.md)
+    from ..megatron.hf.size import ConvertSize
     from ..megatron.huggingface import HFArchitecture
     from ..megatron.memory import Estimate
     from ..megatron.stop import StopTimes
@@ -67,6 +68,8 @@ class Facts(NamedTuple):
     hf_config: dict[str, Any] | None  # the committed config.json it derives from
     converted: str | None  # init_from's converted checkpoint directory (default applied)
     stop: StopTimes | None  # a stop that saves: the grace it needs, --exit-duration-in-mins (megatron/stop.py)
+    convert: ConvertSize | None = None  # the conversion job sized from the model (None: no init_from model)
+    export_gib: float | None = None  # the export job's CPU memory
 
 
 def _converted(init: Any, mount: str | None, name: str | None) -> str | None:
@@ -172,7 +175,7 @@ def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_E
         megatron_root=root, script=script, script_escapes_root=escapes, is_pretrain=pretrain,
         is_bounded_example=bounded, pretrain_complete=complete, flags=flag_list, estimate=est, step_time=step,
         prepare_output_dir=out_dir, prepared=prepared, training=training, hf=hf, hf_error=hf_error, hf_config=hf_config,
-        converted=_converted(init, mount, name), stop=stop,
+        converted=_converted(init, mount, name), stop=stop, **_init_jobs(hf, res),
     )
 
 
@@ -195,3 +198,17 @@ def _stop(sections: dict[str, Any], adapter: Engine, training: Any, est: Estimat
                       training.checkpoint.save_interval, limit, limit_source, grace,
                       "stop.grace_seconds" if grace is not None else f"unknown: {adapter.title} sets none",
                       adapter.sets_grace)
+
+
+def _init_jobs(hf: HFArchitecture | None, res: Any) -> dict[str, Any]:
+    """The conversion job's GPUs and the export job's memory, from the model's parameters."""
+    if hf is None or res is None:
+        return {}
+    from ..megatron.gpus import gpu_of_flavor
+    from ..megatron.hf.size import GIB, convert_size, export_gib
+
+    gpu = gpu_of_flavor(res.worker_flavor)
+    memory_gb = res.gpu_memory_gb or (gpu.memory_gb if gpu is not None else None)
+    if memory_gb is None:
+        return {"export_gib": export_gib(hf)}
+    return {"convert": convert_size(hf, memory_gb * 1e9 / GIB, res.gpus_per_worker), "export_gib": export_gib(hf)}

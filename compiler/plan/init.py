@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any, Callable
 
 from ..check.facts import Facts
@@ -23,17 +24,22 @@ def init_plan(spec: Any, facts: Facts) -> InitPlan | None:
     if init is None:
         return None
     assert facts.converted is not None and facts.hf_config is not None and facts.run_root is not None
+    size = facts.convert
     return InitPlan(
         hf_path=init.huggingface.path, config=init.huggingface.config, config_sha256=config_digest(facts.hf_config),
         modelscope=init.huggingface.modelscope or "", converted=facts.converted,
         checkpoint=f"{facts.run_root}/{CHECKPOINT_DIR}", export=init.export.path if init.export else "",
+        **({} if size is None else {"convert_gpus": size.gpus, "convert_tensor": size.tensor,
+                                    "convert_expert": size.expert, "convert_gib_per_gpu": math.ceil(size.gib_per_gpu)}),
+        export_gib=math.ceil(facts.export_gib or 0.0),
     )
 
 
 def init_steps(spec: Any, plan: InitPlan | None, run_root: str, mount: str,
                engine_step: Callable[[StepRequest, InitPlan], Step]) -> tuple[tuple[Step, ...], tuple[Step, ...]]:
     """(the steps before training, the steps after it), each a job of the spec's engine on one node
-    (`engine_step` makes the step of a request): convert on one GPU, download and export on CPUs."""
+    (`engine_step` makes the step of a request): convert on the GPUs the model needs (facts.convert),
+    download and export on CPUs."""
     if plan is None:
         return (), ()
 
@@ -44,6 +50,6 @@ def init_steps(spec: Any, plan: InitPlan | None, run_root: str, mount: str,
                               script=f"{kind}.sh")
         return engine_step(request, plan)
 
-    before = ((step("download", 0),) if plan.modelscope else ()) + (step("convert", 1),)
+    before = ((step("download", 0),) if plan.modelscope else ()) + (step("convert", max(plan.convert_gpus, 1)),)
     after = (step("export", 0),) if plan.export else ()
     return before, after

@@ -180,6 +180,11 @@ class InitPlan(NamedTuple):
     converted: str
     checkpoint: str  # the run's own checkpoint directory, which export.sh reads
     export: str  # "" without an export step
+    convert_gpus: int = 1  # the conversion job's GPUs; 0: the model does not fit one worker
+    convert_tensor: int = 1  # how the conversion splits the model over them
+    convert_expert: int = 1
+    convert_gib_per_gpu: int = 0  # GiB, rounded up
+    export_gib: int = 0  # the export job's CPU memory in GiB, rounded up (estimate)
 
 
 class Step(NamedTuple):

@@ -14,6 +14,12 @@ HF_DIR=/mnt/megatron/models/Qwen3-0.6B
 CONVERTED=/mnt/megatron/checkpoints/qwen3-0-6b-ft/converted
 CONFIG_SHA256=57f69a85cf29bb69a5a154be2ad02f88d9b1e698108fcd912dadbaa7bdf01174
 COMMITTED_CONFIG=models/qwen3-0.6b/config.json
+# Sized from the model's parameters (0 GPUs: it does not fit one worker): the GPUs of the job, the
+# tensor and expert parallel sizes that split the model over them, and GiB needed on each GPU.
+GPUS=1
+TENSOR=1
+EXPERT=1
+NEED_GIB=2
 
 die() {
   printf 'convert.sh: %s\n' "$*" >&2
@@ -24,6 +30,8 @@ if [ -s "$CONVERTED/latest_checkpointed_iteration.txt" ]; then
   printf 'convert.sh: %s is converted already; not redone\n' "$CONVERTED"
   exit 0
 fi
+[ "$GPUS" -gt 0 ] ||
+  die "the model needs about $NEED_GIB GiB on each of one worker's GPUs: convert it on several workers into $CONVERTED"
 [ -f "$HF_DIR/config.json" ] || die "no $HF_DIR/config.json: download the model onto the storage first"
 # The committed config.json, compared as JSON (key order and spacing aside).
 found=$(python -c 'import hashlib, json, sys; print(hashlib.sha256(json.dumps(json.load(open(sys.argv[1])), sort_keys=True, separators=(",", ":")).encode()).hexdigest())' "$HF_DIR/config.json") ||
@@ -71,22 +79,26 @@ def without_te(provider) -> None:
 def main() -> None:
     from megatron.bridge import AutoBridge
 
-    hf_dir, out = sys.argv[1], sys.argv[2]
+    hf_dir, out, tensor, expert = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     bridge = AutoBridge.from_hf_pretrained(hf_dir, torch_dtype=torch.bfloat16)
     provider = bridge.to_megatron_provider(load_weights=True)
+    # split over the job's GPUs (Bridge's examples/conversion/convert_checkpoints_multi_gpu.py)
+    provider.tensor_model_parallel_size = tensor
+    provider.expert_model_parallel_size = expert
     if importlib.util.find_spec("transformer_engine") is None:
         without_te(provider)
     provider.finalize()
     model = provider.provide_distributed_model(wrap_with_ddp=False, use_cpu_initialization=True)
     kwargs = getattr(bridge._model_bridge, "get_hf_tokenizer_kwargs", lambda: {})() or {}
-    bridge.save_megatron_model(model, out, hf_tokenizer_path=hf_dir, hf_tokenizer_kwargs=kwargs, low_memory_save=True)
+    bridge.save_megatron_model(model, out, hf_tokenizer_path=hf_dir, hf_tokenizer_kwargs=kwargs, low_memory_save=tensor * expert == 1)
     print("convert.sh: converted", hf_dir, "->", out, flush=True)
 
 
 if __name__ == "__main__":  # Bridge's low-memory save starts processes that import this file
     main()
 PY
-torchrun --nproc_per_node=1 --master_port="${MASTER_PORT:-29510}" "$tmp/convert.py" "$HF_DIR" "$tmp/out"
+torchrun --nproc_per_node="$GPUS" --master_port="${MASTER_PORT:-29510}" "$tmp/convert.py" "$HF_DIR" "$tmp/out" \
+  "$TENSOR" "$EXPERT"
 [ -s "$tmp/out/latest_checkpointed_iteration.txt" ] || die "Bridge wrote no checkpoint"
 mv -- "$tmp/out" "$CONVERTED"
 printf 'convert.sh: %s is ready; the training step loads it with --pretrained-checkpoint\n' "$CONVERTED"

@@ -13,6 +13,8 @@ set -euo pipefail
 HF_DIR=/mnt/megatron/models/Qwen3-0.6B
 CHECKPOINT=/mnt/megatron/runs/qwen3-0-6b-ft/ckpt
 EXPORT=/mnt/megatron/exports/qwen3-0.6b-ft
+# The whole model is held in CPU memory: GiB estimated from its parameters.
+NEED_GIB=3
 
 die() {
   printf 'export.sh: %s\n' "$*" >&2
@@ -21,6 +23,10 @@ die() {
 
 [ ! -e "$EXPORT" ] || die "$EXPORT exists: not overwriting an earlier export"
 [ -s "$CHECKPOINT/latest_checkpointed_iteration.txt" ] || die "no checkpoint in $CHECKPOINT: train first"
+have_gib=$(awk '/^MemTotal:/ {printf "%d", $2 / 1048576}' /proc/meminfo 2>/dev/null || echo 0)
+if [ "${have_gib:-0}" -lt "$NEED_GIB" ]; then
+  printf 'export.sh: warning: this worker reports %s GiB of memory; the export needs about %s GiB\n' "$have_gib" "$NEED_GIB" >&2
+fi
 mkdir -p "${EXPORT%/*}"
 tmp=$(mktemp -d "${EXPORT%/*}/.export-XXXXXX")
 trap 'rm -rf -- "$tmp"' EXIT

@@ -41,6 +41,20 @@ def check_init_from(ctx: RuleContext) -> Iterator[Diagnostic]:
                          "neither Bridge's conversion nor training can build the model",
                          ("training", "model", "transformer_impl"),
                          hint="use transformer_impl: transformer_engine (an image with Transformer Engine)")
+    size = facts.convert
+    if facts.hf is not None and size is not None and size.gpus == 0:
+        from ...megatron.hf.size import parameter_count
+
+        res: Any = ctx.sections.get("resources")
+        gpus = res.gpus_per_worker if res is not None else 1
+        yield ctx.locate("init-from-config", f"init_from.huggingface.config: converting {facts.hf.architecture} "
+                         f"({parameter_count(facts.hf).total / 1e9:.1f} B parameters, {size.gib_total:.0f} GiB in "
+                         f"bf16) needs {size.gib_per_gpu:.0f} GiB on each GPU even split over the {gpus} GPUs of one "
+                         "worker, more than a GPU holds; the generated convert step runs on one worker",
+                         HERE + ("huggingface", "config"),
+                         severity=Severity.WARNING if init.converted is not None else Severity.ERROR,
+                         hint="convert on several workers outside this job and set init_from.converted to that "
+                              "checkpoint (convert.sh then only checks it is there)")
     training = ctx.doc.data.get("training", {})
     checkpoint = training.get("checkpoint") if isinstance(training, dict) else None
     if isinstance(checkpoint, dict) and checkpoint.get("resume") is False:
