@@ -98,6 +98,31 @@ logged make -C "$MEGATRON_ROOT/megatron/core/datasets" ||
   printf 'node_rank: %s\n' "$NODE_RANK"
 } >"$LOG_DIR/runtime.txt"
 
+# The training data, before torchrun (and before the job's GPUs wait on it): every prefix has its
+# .bin and .idx; where the preparation left its manifest beside a prefix, the data was prepared with
+# the spec's tokenizer and its token ids fit the model's embedding.
+DATA_MANIFEST_LINES=( 'tokenizer_type: HuggingFaceTokenizer' 'tokenizer_model: /mnt/megatron/models/DeepSeek-V3' )
+check_data_prefix() {
+  local prefix=$1 manifest want found
+  manifest=$1.manifest
+  if [ ! -f "$prefix.bin" ] || [ ! -f "$prefix.idx" ]; then
+    die "the data prefix $prefix has no $prefix.bin/.idx: the data was never prepared there (run the preparation first: training.data.prepare; or fix training.data.paths)"
+  fi
+  [ -f "$manifest" ] || return 0
+  for want in "${DATA_MANIFEST_LINES[@]}"; do
+    if ! grep -qxF -- "$want" "$manifest"; then
+      found=$(grep -m 1 "^${want%%:*}:" "$manifest" || printf 'no %s' "${want%%:*}")
+      die "the data prefix $prefix was prepared with $found, but the spec says $want: prepare it again with training.data.tokenizer, or set the tokenizer it was prepared with"
+    fi
+  done
+  local rows=129280
+  found=$(sed -n 's/^max_token_id: //p' "$manifest")
+  if [ -n "$found" ] && [ "$found" -ge "$rows" ] 2>/dev/null; then
+    die "the data prefix $prefix was prepared with token ids up to $found, beyond the model's $rows embedding rows: training.model.vocab_size must cover the tokenizer that prepared it"
+  fi
+}
+check_data_prefix /mnt/megatron/data/corpus-deepseek-v3_text_document
+
 # Extra environment from the spec's training.env.
 export CUDA_DEVICE_MAX_CONNECTIONS=1
 
