@@ -42,7 +42,9 @@ def check_init_from(ctx: RuleContext) -> Iterator[Diagnostic]:
                          ("training", "model", "transformer_impl"),
                          hint="use transformer_impl: transformer_engine (an image with Transformer Engine)")
     size = facts.convert
-    if facts.hf is not None and size is not None and size.gpus == 0:
+    # with init_from.converted given, the conversion is done elsewhere: convert.sh only checks it is
+    # there and refuses to convert, naming the memory (templates/convert.sh.j2)
+    if facts.hf is not None and size is not None and size.gpus == 0 and init.converted is None:
         from ...megatron.hf.size import parameter_count
 
         res: Any = ctx.sections.get("resources")
@@ -52,7 +54,6 @@ def check_init_from(ctx: RuleContext) -> Iterator[Diagnostic]:
                          f"bf16) needs {size.gib_per_gpu:.0f} GiB on each GPU even split over the {gpus} GPUs of one "
                          "worker, more than a GPU holds; the generated convert step runs on one worker",
                          HERE + ("huggingface", "config"),
-                         severity=Severity.WARNING if init.converted is not None else Severity.ERROR,
                          hint="convert on several workers outside this job and set init_from.converted to that "
                               "checkpoint (convert.sh then only checks it is there)")
     training = ctx.doc.data.get("training", {})
