@@ -204,8 +204,8 @@ def _init_jobs(hf: HFArchitecture | None, res: Any) -> dict[str, Any]:
     """The conversion job's GPUs and the export job's memory, from the model's parameters."""
     if hf is None or res is None:
         return {}
-    from ..megatron.gpus import gpu_of_flavor
-    from ..megatron.hf.size import GIB, convert_size, export_gib
+    from ..megatron.gpus import gpu_of_flavor  # deferred: init_from specs only: the GPU table
+    from ..megatron.hf.size import GIB, convert_size, export_gib  # deferred: init_from specs only: model sizes
 
     gpu = gpu_of_flavor(res.worker_flavor)
     memory_gb = res.gpu_memory_gb or (gpu.memory_gb if gpu is not None else None)

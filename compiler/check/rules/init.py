@@ -45,7 +45,7 @@ def check_init_from(ctx: RuleContext) -> Iterator[Diagnostic]:
     # with init_from.converted given, the conversion is done elsewhere: convert.sh only checks it is
     # there and refuses to convert, naming the memory (templates/convert.sh.j2)
     if facts.hf is not None and size is not None and size.gpus == 0 and init.converted is None:
-        from ...megatron.hf.size import parameter_count
+        from ...megatron.hf.size import parameter_count  # deferred: init_from specs only: model sizes
 
         res: Any = ctx.sections.get("resources")
         gpus = res.gpus_per_worker if res is not None else 1
