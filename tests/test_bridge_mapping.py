@@ -282,3 +282,13 @@ def test_the_generated_convert_step_asks_for_the_gpus_it_needs():
     assert "GPUS=1\n" in text and 'torchrun --nproc_per_node="$GPUS"' in text
     deepseek = (REPO / "generated" / "deepseek-v3" / "convert.sh").read_text()
     assert "GPUS=0\n" in deepseek and "convert it on several workers" in deepseek
+
+
+def test_keys_left_out_take_the_config_class_defaults_bridge_sees():
+    full = derive(config("DeepSeek-V3"))
+    trimmed = {k: v for k, v in config("DeepSeek-V3").items()
+               if k not in ("n_group", "topk_group", "q_lora_rank", "n_routed_experts", "moe_intermediate_size",
+                            "first_k_dense_replace", "routed_scaling_factor", "n_shared_experts")}
+    assert derive(trimmed).flags == full.flags  # DeepseekV3Config's defaults are DeepSeek-V3's values
+    nulls = dict(config("DeepSeek-V3"), q_lora_rank=None)
+    assert "--q-lora-rank" not in derive(nulls).flags  # null, unlike absent, is no q compression

@@ -70,7 +70,8 @@ def derive_mla(config: Mapping[str, Any], family: str, scaling: dict[str, Any] |
                                     "(its YaRN computes the attention factor from mscale / mscale_all_dim and "
                                     "rounds the correction range); refused")
     return MLA(
-        q_lora_rank=opt_int(config, "q_lora_rank"),
+        # absent: the config classes' 1536; null: one q projection (V2-Lite, Moonlight)
+        q_lora_rank=pos_int(config, "q_lora_rank", 1536) if "q_lora_rank" not in config else opt_int(config, "q_lora_rank"),
         kv_lora_rank=pos_int(config, "kv_lora_rank", 512),
         qk_head_dim=pos_int(config, "qk_nope_head_dim", 128),
         qk_pos_emb_head_dim=pos_int(config, "qk_rope_head_dim", 64),

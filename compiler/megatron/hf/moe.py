@@ -25,6 +25,23 @@ from typing import Any, NamedTuple
 from .common import HFConfigError, boolean, num, number, pos_int, text
 
 
+# What transformers 5.8.1's config classes take for a key config.json leaves out (Bridge reads the
+# config object, so it sees these): routed experts, experts per token, expert FFN, n_group, topk_group.
+_DEFAULTS: dict[str, tuple[int, int | None, int, int | None, int | None]] = {
+    "qwen3_moe": (128, 8, 768, None, None),
+    "deepseek_v2": (64, None, 1407, None, None),
+    "deepseek_v3": (256, 8, 2048, 8, 4),
+    "glm4_moe": (128, 8, 1408, 1, 1),
+}
+
+
+def _group_key(config: Mapping[str, Any], key: str, default: int | None) -> int | None:
+    """n_group / topk_group: the class default when absent, None when written as null."""
+    if key not in config:
+        return default
+    return None if config[key] is None else pos_int(config, key)
+
+
 class MoE(NamedTuple):
     num_experts: int
     topk: int
@@ -47,8 +64,8 @@ class MoE(NamedTuple):
 
 def _check_groups(config: Mapping[str, Any], family: str, experts: int, topk: int) -> tuple[int | None, int | None]:
     """n_group / topk_group as Bridge maps them, refused where Megatron's group score differs."""
-    groups = None if config.get("n_group") is None else pos_int(config, "n_group")
-    chosen = None if config.get("topk_group") is None else pos_int(config, "topk_group")
+    groups = _group_key(config, "n_group", _DEFAULTS[family][3])
+    chosen = _group_key(config, "topk_group", _DEFAULTS[family][4])
     if groups is None or chosen is None:
         return groups, chosen
     if experts % groups:
@@ -104,11 +121,12 @@ def derive_moe(config: Mapping[str, Any], family: str, layers: int) -> MoE:
         if key == "num_experts" and other is not None and other != config["num_experts"]:
             raise HFConfigError(f"config.json num_experts {config['num_experts']!r} and num_local_experts "
                                 f"{other!r} disagree")
-    experts = pos_int(config, key, 128 if family == "qwen3_moe" else None)
-    topk = pos_int(config, "num_experts_per_tok", 8)
+    default_experts, default_topk, default_ffn = _DEFAULTS[family][:3]
+    experts = pos_int(config, key, default_experts)
+    topk = pos_int(config, "num_experts_per_tok", default_topk)
     if topk > experts:
         raise HFConfigError(f"config.json num_experts_per_tok {topk} exceeds {key} {experts}")
-    ffn = pos_int(config, "moe_intermediate_size", 768 if family == "qwen3_moe" else None)
+    ffn = pos_int(config, "moe_intermediate_size", default_ffn)
     freq = _layer_freq(config, layers, family)
     if family == "qwen3_moe":
         # transformers' Qwen3-MoE: softmax over all experts, top-k, renormalised when norm_topk_prob.
