@@ -133,7 +133,7 @@ def test_a_killed_launch_leaves_running_in_the_record(tmp_path, launch):
     assert (run_root / "exit_status").read_text() == "running\n"
 
 
-@pytest.mark.parametrize("tracker", ["garbage\n", "", "12abc", "release"])
+@pytest.mark.parametrize("tracker", ["garbage\n", "", "12abc", "release", "50\ngarbage\n", "5 0", "-50", "0x32"])
 def test_a_tracker_that_is_not_an_iteration_stops_the_launch_before_torchrun(tmp_path, launch, tracker):
     run_root, env = _setup(tmp_path, launch)
     _save(run_root, 50)
@@ -175,6 +175,17 @@ def test_no_complete_save_refuses(tmp_path, launch):
     (run_root / "ckpt" / "latest_checkpointed_iteration.txt").write_text("73")
     proc = subprocess.run(["bash", str(tmp_path / "launch.sh")], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "no earlier save is complete" in proc.stderr
+
+
+@pytest.mark.parametrize("tracker", ["150", "150\n", " 150 \n", "0150"])
+def test_a_tracker_megatron_reads_passes(tmp_path, launch, tracker):
+    run_root, env = _setup(tmp_path, launch)
+    env["STUB_START"] = "199"
+    _save(run_root, 150)
+    (run_root / "ckpt" / "latest_checkpointed_iteration.txt").write_text(tracker)
+    proc = subprocess.run(["bash", str(tmp_path / "launch.sh")], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "resuming from the save of iteration 150" in (run_root / "launch.log").read_text()
 
 
 def test_a_complete_tracker_save_passes_no_step(tmp_path, launch):
@@ -229,3 +240,60 @@ def test_job_sbatch_forwards_the_stop_to_srun_and_requeues(tmp_path):
     assert (calls / "srun").read_text() == "started\nsrun: got TERM\n"
     assert (calls / "scontrol").read_text().splitlines()[-1] == "requeue 7"
     assert "job.sbatch: srun exited with status 143" in out
+
+
+def _dcp_save(directory: Path) -> None:
+    """A real torch.distributed.checkpoint save (the torch_dist format's .metadata and shard), plus
+    the files Megatron writes beside them."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    dcp.save({"weight": torch.arange(4000, dtype=torch.float32), "bias": torch.ones(7)}, checkpoint_id=str(directory))
+    for name in ("common.pt", "metadata.json"):
+        (directory / name).write_text("x")
+
+
+def test_the_probe_measures_each_shard_against_metadata(tmp_path):
+    pytest.importorskip("torch")
+    import sys
+
+    from compiler.megatron.checkpoint import SAVE_PROBE
+
+    save = tmp_path / "iter_0000050"
+    _dcp_save(save)
+    probe = [sys.executable, "-", str(save)]
+    ok = subprocess.run(probe, input=SAVE_PROBE, capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    shard = next(save.glob("*.distcp"))
+    size = shard.stat().st_size
+    with open(shard, "r+b") as f:
+        f.truncate(size // 2)
+    cut = subprocess.run(probe, input=SAVE_PROBE, capture_output=True, text=True, timeout=120)
+    assert cut.returncode == 1
+    assert cut.stdout.strip() == f"{shard} holds {size // 2} bytes of the {size} its save wrote"
+    (save / ".metadata").write_bytes(b"not a pickle")
+    bad = subprocess.run(probe, input=SAVE_PROBE, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and bad.stdout.startswith(f"{save}/.metadata cannot be read")
+
+
+def test_a_shard_cut_short_falls_back_with_the_real_probe(tmp_path, launch):
+    pytest.importorskip("torch")
+    import sys
+
+    run_root, env = _setup(tmp_path, launch)
+    env["STUB_START"] = "50"
+    # python - DIR (the probe) is the real one; anything else the stub's runtime record
+    write_exe(tmp_path / "bin" / "python", f"""
+        if [ "${{1:-}}" = - ]; then exec {sys.executable} "$@"; fi
+        echo "torch: 0.0-stub"; echo "cuda: none"; echo "gpu_count: ${{STUB_GPUS:-0}}"
+    """)
+    for iteration in (50, 73):
+        _dcp_save(run_root / "ckpt" / f"iter_{iteration:07d}")
+    shard = next((run_root / "ckpt" / "iter_0000073").glob("*.distcp"))
+    with open(shard, "r+b") as f:
+        f.truncate(100)
+    (run_root / "ckpt" / "latest_checkpointed_iteration.txt").write_text("73")
+    proc = subprocess.run(["bash", str(tmp_path / "launch.sh")], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "calls" / "torchrun.argv").read_text().split("\0")[-3:-1] == ["--ckpt-step", "50"]
+    assert f"({shard} holds 100 bytes of the" in (run_root / "launch.log").read_text()

@@ -58,3 +58,27 @@ def complete_save_files(checkpoint_format: str, layout: ParallelLayout) -> tuple
     if checkpoint_format == "torch":
         return tuple(f"{name}/{LEGACY_FILE}" for name in legacy_checkpoint_dirs(layout))
     return TORCH_DIST_FILES
+
+
+# What launch.sh runs (python - DIR) on a torch_dist save before resuming from it: .metadata, the
+# pickled torch.distributed.checkpoint Metadata, gives each item's shard file, offset and length
+# (storage_data: MetadataIndex -> _StorageInfo); a shard shorter than what was written into it is a
+# save cut short. Prints why and exits 1, or exits 0.
+SAVE_PROBE = '''import os, pickle, sys
+import torch.distributed.checkpoint  # the classes .metadata names
+d = sys.argv[1]
+try:
+    with open(os.path.join(d, ".metadata"), "rb") as f:
+        meta = pickle.load(f)
+    ends = {}
+    for info in meta.storage_data.values():
+        ends[info.relative_path] = max(ends.get(info.relative_path, 0), info.offset + info.length)
+except Exception as e:
+    print(f"{d}/.metadata cannot be read: {type(e).__name__}: {e}")
+    sys.exit(1)
+for name, end in sorted(ends.items()):
+    path = os.path.join(d, name)
+    size = os.path.getsize(path) if os.path.isfile(path) else -1
+    if size < end:
+        print(f"{path} is missing" if size < 0 else f"{path} holds {size} bytes of the {end} its save wrote")
+        sys.exit(1)'''

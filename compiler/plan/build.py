@@ -15,7 +15,7 @@ from .. import TOOL, __version__
 from ..check.facts import Facts
 from ..load.discover import lock_path
 from ..megatron.pretrain import num_microbatches, train_iterations, virtual_pipeline_size, vocab_size
-from ..megatron.checkpoint import complete_save_files
+from ..megatron.checkpoint import SAVE_PROBE, complete_save_files
 from ..megatron.runfiles import CHECKPOINT_DIR, DATASETS_DIR, LATEST_CHECKPOINT, NODES_DIR, RUNTIME_PROBE
 from ..platform.engine import DEFAULT_MASTER_PORT, Engine, StepRequest
 from ..platform.images import ImagePins, image_pins
@@ -199,7 +199,7 @@ def _launch_plan(spec: Any, facts: Facts, pretrain: PretrainPlan | None, adapter
         env=tuple(sorted(env.items())), has_env=bool(env), resume=resume, runtime_probe=RUNTIME_PROBE,
         checks_checkpoint=loads, checkpoint_dir=under("RUN_ROOT", CHECKPOINT_DIR), tracker=LATEST_CHECKPOINT,
         checkpoint_files=tuple(Word.lit(f) for f in complete_save_files(ckpt_format, facts.layout)),
-        checkpoint_sharded=ckpt_format == "torch_dist", train_iters=pretrain.train_iters if pretrain else 0,
+        checkpoint_sharded=ckpt_format == "torch_dist", checkpoint_probe=SAVE_PROBE, train_iters=pretrain.train_iters if pretrain else 0,
         data=data_check(spec, facts),
     )
 

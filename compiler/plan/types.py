@@ -76,6 +76,7 @@ class LaunchPlan(NamedTuple):
     tracker: str  # latest_checkpointed_iteration.txt
     checkpoint_files: tuple[Word, ...]  # the files every complete save holds, relative to iter_NNNNNNN/
     checkpoint_sharded: bool  # torch_dist: a complete save also holds a *.distcp shard
+    checkpoint_probe: str  # Python that checks each shard's length against .metadata (megatron/checkpoint.py)
     train_iters: int  # the last iteration: a stop that saved it ended a complete run (0: not pretrain)
     data: "DataCheck"  # what launch.sh checks of the training data before torchrun
 
