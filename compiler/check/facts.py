@@ -12,7 +12,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ..megatron.data import DATA_DIR, Prefix, prefixes
 from ..megatron.flags import Flag, flags
 from ..megatron.parallel import ParallelLayout, parallel_layout, world_size
-from ..megatron.pretrain import MODEL_REQUIRED, REQUIRED_SECTIONS, is_bounded_example, is_pretrain
+from ..megatron.pretrain import (
+    MODEL_REQUIRED, REQUIRED_SECTIONS, is_bounded_example, is_pretrain, num_microbatches, train_iterations,
+    virtual_pipeline_size,
+)
 from ..megatron.runfiles import CHECKPOINTS_DIR, default_run_root
 from ..megatron.stop import stop_flags, stop_times
 from ..paths import is_within, normalize_path
@@ -60,6 +63,9 @@ class Facts(NamedTuple):
     flags: tuple[Flag, ...] | None  # pretrain_gpt.py's typed flags
     estimate: Estimate | None
     step_time: StepTime | None  # the step-time model on the worker flavor's GPU
+    train_iters: int | None  # the iterations the run trains (from train_samples for sample-based training)
+    num_microbatches: int | None  # global batch / (micro batch × data parallel), when it divides
+    virtual_pipeline: int | None  # Megatron's virtual_pipeline_model_parallel_size (None: no interleaving)
     prepare_output_dir: str | None  # the preparation step's output directory (default applied)
     prepared: tuple[Prefix, ...] | None  # the prefixes it writes, which training reads
     training: Any  # training as the rules and the plan read it: the model init_from derives filled in
@@ -150,16 +156,24 @@ def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_E
     if prepare is not None and (prepare.output_dir is not None or mount is not None):
         out_dir = normalize_path(prepare.output_dir or f"{mount}/{DATA_DIR}/{name or 'data'}")
         prepared = prefixes([(i.path, i.weight) for i in prepare.inputs], list(prepare.json_keys), out_dir)
+    iterations = microbatches = virtual = None
+    if training is not None and training.batch is not None:
+        if training.train_iters is not None or training.train_samples is not None:
+            iterations = train_iterations(training.train_iters, training.train_samples, training.batch.global_)
+        if layout is not None and training.batch.global_ % (training.batch.micro * layout.data) == 0:
+            microbatches = num_microbatches(training.batch.global_, training.batch.micro, layout.data)
+    if training is not None and training.model is not None and training.model.num_layers is not None \
+            and layout is not None:
+        virtual = virtual_pipeline_size(training.model.num_layers, layout.pipeline, training.virtual_pipeline)
     flag_list = est = step = stop = None
     if complete and par is not None and (prepare is None or prepared is not None):
         converted_dir = _converted(init, mount, name)
         view = SpecView(training, par, res, prepared, hf, None if init is None else init.huggingface.path,
                         converted_dir)
         flag_list = tuple(flags(view))
-        # no estimate without a training length: megatron-train-length reports that spec instead
-        length = training.train_iters is not None or training.train_samples is not None
-        if layout is not None and res is not None and length and \
-                training.batch.global_ % (training.batch.micro * layout.data) == 0:
+        # no estimate without a training length (megatron-train-length reports that spec instead),
+        # nor when the micro-batches do not divide the batch (megatron-batch)
+        if layout is not None and res is not None and iterations is not None and microbatches is not None:
             # pretrain_gpt.py specs only: the bounded example never imports the models
             from ..megatron.memory import estimate  # deferred: complete pretrain specs only: the memory model
             from ..megatron.timing import spec_step_time  # deferred: complete pretrain specs only: the step-time model
@@ -174,6 +188,7 @@ def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_E
         world=world, layout=layout, mount_path=mount, run_root=run_root, run_root_written=written,
         megatron_root=root, script=script, script_escapes_root=escapes, is_pretrain=pretrain,
         is_bounded_example=bounded, pretrain_complete=complete, flags=flag_list, estimate=est, step_time=step,
+        train_iters=iterations, num_microbatches=microbatches, virtual_pipeline=virtual,
         prepare_output_dir=out_dir, prepared=prepared, training=training, hf=hf, hf_error=hf_error, hf_config=hf_config,
         converted=_converted(init, mount, name), stop=stop, **_init_jobs(hf, res),
     )

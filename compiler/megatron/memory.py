@@ -343,7 +343,8 @@ def alternatives(t: Any, layout: Layout) -> list[tuple[str, float]]:
             shape, recompute="full", method="uniform", recompute_layers=1), t.distributed_optimizer))
     if t.batch.micro > 1:
         half = t.batch.micro // 2
-        options.append((f"training.batch.micro: {half}", replace(shape, micro=half, microbatches=micro * t.batch.micro // half),
+        options.append((f"training.batch.micro: {half}", replace(shape, micro=half,
+                                                                       microbatches=num_microbatches(t.batch.global_, half, layout.data)),
                         t.distributed_optimizer))
     if shape.local_attention:
         options.append(("training.model.transformer_impl: transformer_engine (fused attention, not measured)",

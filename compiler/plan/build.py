@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from .. import TOOL, __version__
 from ..check.facts import Facts
 from ..load.discover import lock_path
-from ..megatron.pretrain import num_microbatches, train_iterations, virtual_pipeline_size, vocab_size
+from ..megatron.pretrain import vocab_size
 from ..megatron.checkpoint import SAVE_PROBE, complete_save_files
 from ..megatron.runfiles import CHECKPOINT_DIR, DATASETS_DIR, LATEST_CHECKPOINT, NODES_DIR, RUNTIME_PROBE
 from ..platform.engine import DEFAULT_MASTER_PORT, Engine, StepRequest
@@ -132,12 +132,12 @@ def _pretrain_plan(spec: Any, facts: Facts, prices: tuple[PriceRow, ...]) -> Pre
         return None
     t = spec.training
     layout = facts.layout
-    assert layout is not None and facts.flags is not None  # validation guarantees both
+    microbatches, virtual, iterations = facts.num_microbatches, facts.virtual_pipeline, facts.train_iters
+    # validation guarantees these: the layout, the flags, a training length and a batch that divides
+    assert layout is not None and facts.flags is not None and microbatches is not None and iterations is not None
     step = facts.step_time
     total = None if step is None else _training_time(step, layout.world, t.batch.global_, t.train_iters,
                                                       t.train_samples)
-    microbatches = num_microbatches(t.batch.global_, t.batch.micro, layout.data)
-    virtual = virtual_pipeline_size(t.model.num_layers, layout.pipeline, t.virtual_pipeline)
     gpu = None
     if step is not None:
         from ..megatron.timing import gpu_of_spec  # deferred: specs with a step time only
@@ -145,7 +145,7 @@ def _pretrain_plan(spec: Any, facts: Facts, prices: tuple[PriceRow, ...]) -> Pre
         found = gpu_of_spec(spec.resources)
         gpu = None if found is None else found.name
     return PretrainPlan(
-        flags=facts.flags, train_iters=train_iterations(t.train_iters, t.train_samples, t.batch.global_),
+        flags=facts.flags, train_iters=iterations,
         save_interval=t.checkpoint.save_interval,
         num_microbatches=microbatches, virtual_pipeline=virtual,
         estimate=facts.estimate, step_time=step, training_time=total,

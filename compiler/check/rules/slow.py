@@ -13,7 +13,6 @@ from typing import Any, Iterator
 
 from ...diagnostics import Diagnostic, Severity
 from ...megatron.flags import arg_flag_name
-from ...megatron.pretrain import train_iterations
 from ..context import RuleContext
 
 LONG_RUN_SECONDS = 2 * 3600  # the seed: turn detection on when the run becomes long, formal training
@@ -24,12 +23,6 @@ TREND_POINTS = 20  # fewer iteration lines than this over a run shows no step-ti
 ROUTES = (("lora", "LoRA/QLoRA fine-tuning", "LLaMA Factory"), ("qlora", "LoRA/QLoRA fine-tuning", "LLaMA Factory"),
           ("peft", "LoRA/QLoRA fine-tuning", "LLaMA Factory"), ("grpo", "GRPO reinforcement learning", "verl"),
           ("ppo", "PPO reinforcement learning", "verl"))
-
-
-def _iterations(t: Any) -> int | None:
-    if t.batch is None or (t.train_iters is None and t.train_samples is None):
-        return None
-    return train_iterations(t.train_iters, t.train_samples, t.batch.global_)
 
 
 def check_slow_training(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -45,7 +38,7 @@ def check_slow_training(ctx: RuleContext) -> Iterator[Diagnostic]:
         return
     if not ctx.facts.is_pretrain:
         return
-    iterations = _iterations(t)
+    iterations = ctx.facts.train_iters
     if iterations is None:
         return
     step = ctx.facts.step_time
