@@ -10,7 +10,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 from compiler.load.source import load_text
 from compiler.check.validate import check
 

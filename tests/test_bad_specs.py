@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from compiler.diagnostics import CODES, OUTPUT_CODES, format_text, sort_diagnostics
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 
 CORPUS = Path(__file__).resolve().parent / "bad_specs"
 CASES = sorted(CORPUS.glob("*.yaml"))

@@ -17,7 +17,7 @@ from compiler.megatron.hf.moe import layer_freq_flag
 from compiler.megatron.hf.size import convert_size, export_gib, parameter_count
 from compiler.megatron.huggingface import HFConfigError, UnsupportedArchitecture, derive, hf_model_fields
 from compiler.schema.record import Overlay
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 from helpers import REPO
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

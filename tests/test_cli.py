@@ -148,7 +148,7 @@ def test_schema_check_fails_on_drift(tmp_path):
 
 def test_a_large_batch_runs_on_workers_and_reports_in_spec_order(tmp_path, in_repo):
     """From 32 specs on, specs are compiled by forked workers; output and artifacts stay the same."""
-    from compiler.pipeline import PARALLEL_MIN_SPECS
+    from compiler.batch import PARALLEL_MIN_SPECS
 
     text = (REPO / "specs" / "tp2.yaml").read_text().replace("extends: base.yaml", f"extends: {REPO}/specs/base.yaml")
     specs = tmp_path / "specs"

@@ -6,7 +6,7 @@ import yaml
 
 from compiler.cli import main
 from compiler.load.compose import Override, compose, deep_merge
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 from helpers import REPO
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from compiler.load.discover import bases_of
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 
 REPO = Path(__file__).resolve().parent.parent
 FOLDERS = ("tests/e2e", "tests/e2e/failed", "tests/e2e/multigpu")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from compiler.commands.doctor import main
-from compiler.megatron.failures import Facts, RunFiles, WorkerFiles, diagnose
+from compiler.megatron.failures import DoctorFacts, RunFiles, WorkerFiles, diagnose
 from helpers import FIXTURES, REPO
 
 FAILED = FIXTURES / "failed-runs"
@@ -159,7 +159,7 @@ def test_an_unknown_failure_quotes_the_first_error_looking_line_of_each_worker()
         WorkerFiles(1, "nodes/node-1", train_log="fine\nzzz FAILED here\n", launch_log="launch.sh: started y\n",
                     exit_status="139\n"),
     ))
-    findings = diagnose(files, Facts(workers=2, gpus_per_worker=1))
+    findings = diagnose(files, DoctorFacts(workers=2, gpus_per_worker=1))
     assert [f.cause for f in findings] == ["unknown"]
     assert [(e.file, e.line) for e in findings[0].evidence] == [("nodes/node-0/train.log", 3),
                                                                  ("nodes/node-1/train.log", 2)]

@@ -19,7 +19,7 @@ import pytest
 from compiler.commands import doctor as doctor_command
 from compiler.commands.doctor import main
 from compiler.commands.doctor_read import latest_attempt, read_bounded
-from compiler.megatron.failures import Facts, RunFiles, WorkerFiles, diagnose
+from compiler.megatron.failures import DoctorFacts, RunFiles, WorkerFiles, diagnose
 from compiler.megatron.failures_logs import lines_of
 from helpers import FIXTURES, compile_text, resolved_text, run_launch
 
@@ -150,7 +150,7 @@ def _worker(index: int, train: str, status: str | None) -> WorkerFiles:
 
 
 def test_a_vanished_worker_is_the_cause_and_its_peers_nccl_errors_follow():
-    facts = Facts(workers=2, gpus_per_worker=1, is_pretrain=True, train_iters=10)
+    facts = DoctorFacts(workers=2, gpus_per_worker=1, is_pretrain=True, train_iters=10)
     files = RunFiles("/r", (
         _worker(0, " iteration 3/ 10 |\n" + BACKEND.format(r=0) + "\n", "1\n"),
         _worker(1, " iteration 3/ 10 |\n", None),  # its log stops; no exit record
@@ -162,7 +162,7 @@ def test_a_vanished_worker_is_the_cause_and_its_peers_nccl_errors_follow():
 
 
 def test_a_collective_timeout_names_the_rank_that_never_arrived():
-    facts = Facts(workers=2, gpus_per_worker=2, is_pretrain=True)
+    facts = DoctorFacts(workers=2, gpus_per_worker=2, is_pretrain=True)
     files = RunFiles("/r", (
         _worker(0, WATCHDOG.format(r=0) + "\n" + WATCHDOG.format(r=1) + "\n", "1\n"),
         _worker(1, WATCHDOG.format(r=2) + "\n" + "[rank3]: saving a very large checkpoint\n", "1\n"),
@@ -175,7 +175,7 @@ def test_a_collective_timeout_names_the_rank_that_never_arrived():
 
 
 def test_a_rank_that_crashed_comes_before_the_nccl_errors_it_caused():
-    facts = Facts(workers=1, gpus_per_worker=2, is_pretrain=True)
+    facts = DoctorFacts(workers=1, gpus_per_worker=2, is_pretrain=True)
     train = ("[rank1]: Traceback (most recent call last):\n[rank1]: ValueError: bad batch\n"
              + BACKEND.format(r=0) + "\nRoot Cause (first observed failure):\n[0]:\n  time      : x\n"
              "  host      : h\n  rank      : 1 (local_rank: 1)\n  exitcode  : 1 (pid: 2)\n=====\n")

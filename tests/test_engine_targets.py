@@ -26,7 +26,7 @@ from helpers import GLOO_ALL_REDUCE
 from kube_schema import trainer_schemas
 from slurm_cluster import SlurmCluster
 
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 
 REPO = Path(__file__).resolve().parent.parent
 JOB_SBATCH = REPO / "generated" / "tp2-dp2-slurm" / "job.sbatch"

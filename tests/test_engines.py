@@ -16,7 +16,7 @@ import pytest
 from compiler.cli import main
 from compiler.platform.engine import Engine
 from compiler.platform.engines import ENGINES
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "compiler"

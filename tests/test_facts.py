@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from compiler.megatron import memory
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 from helpers import REPO, compile_text, resolved_text
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from compiler.load.discover import recorded_path as display_path
 from compiler.commands.schema import schema_files
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 from helpers import REPO, SPECS
 
 BASES = {"base.yaml"}  # extended by the others; a directory compile skips it

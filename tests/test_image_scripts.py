@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from compiler.load.lockfile import BaseEntry, Lock, dump_lock
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 from helpers import resolved_text, write_exe
 
 COMMIT = "571370c829ca768fe37244f4e2e7f28d8accc4ab"

@@ -17,7 +17,7 @@ import pytest
 
 from compiler.cli import main
 from compiler.commands.importer import record_script
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 from compiler.plan.shell import argv_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))

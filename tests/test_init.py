@@ -6,7 +6,7 @@ import itertools
 import pytest
 
 from compiler.cli import main
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 
 GRID = [
     (workers, gpus, tp, pp, cp)

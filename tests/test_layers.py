@@ -22,8 +22,8 @@ LAYERS = {
     "plan": 5,
     "render": 6,
     "emit": 7,
-    "stages": 8,
-    "pipeline": 9,
+    "one_pass": 8,
+    "batch": 9,
     "commands": 10,
     "cli": 11, "__main__": 12,
 }

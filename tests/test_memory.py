@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from compiler.load.compose import Override
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 from helpers import FIXTURES, REPO, compile_text, resolved_text
 
 MB = 1024 * 1024

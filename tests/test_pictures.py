@@ -13,7 +13,7 @@ from compiler.load.override import Override
 from compiler.megatron.parallel import parallel_layout
 from compiler.megatron.schedule import stage_order
 from compiler.plan.pictures import MAX_TASKS, rank_picture
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 from mermaid_render import chromium, mermaid_js, render
 
 REPO = Path(__file__).resolve().parent.parent

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 from helpers import REPO
 
 CASES = {

@@ -7,7 +7,7 @@ import io
 import yaml
 
 from compiler.cli import main
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 
 
 def _print(*argv: str) -> str:

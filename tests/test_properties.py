@@ -9,11 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compiler.cli import main
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 from helpers import REPO, run_launch
 
 def _resolved_specs():
-    from compiler.stages import compile_spec
+    from compiler.one_pass import compile_spec
     from compiler.commands.resolved import resolved_yaml
 
     out = []

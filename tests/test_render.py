@@ -40,7 +40,7 @@ def test_generated_torchrun_argv_is_the_plans(in_repo):
         start = text.index("\ntorchrun \\\n") + 1
         ends = (text.find(' \\\n  ${resume_args', start), text.find(' >"$FIFO_DIR/output"', start))
         command = text[start:min(i for i in ends if i >= 0)]
-        from compiler.stages import compile_spec
+        from compiler.one_pass import compile_spec
 
         plan = compile_spec(str(REPO / "specs" / f"{stem}.yaml"), f"specs/{stem}.yaml").plan
         assert shlex.split(command.replace("\\\n", " ")) == argv_of(plan.launch.torchrun)

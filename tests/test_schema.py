@@ -20,11 +20,11 @@ from pydantic import BaseModel, ValidationError
 
 from compiler.load.compose import compose
 from compiler.platform.aistudio import job_document
-from compiler.platform.aistudio_schema import AIStudioJob, GeneratedBy
+from compiler.platform.aistudio_schema import AIStudioJobDocument, GeneratedBy
 from compiler.schema import generate, models
 from compiler.schema.record import to_json
 from compiler.schema import validator as coreschema
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 from helpers import REPO
 
 def _data(path: Path):
@@ -126,9 +126,9 @@ def test_job_json_has_the_aistudio_models_fields_in_order():
     generated_by = {"tool": "megatron-compile", "version": "0.1.0", "spec": "specs/tp2-dp2.yaml", "spec_sha256": "0" * 64,
                     "regenerate": "megatron-compile specs/tp2-dp2.yaml"}
     document = job_document(plan.job, generated_by, "launch")
-    assert list(document) == list(AIStudioJob.model_fields)
+    assert list(document) == list(AIStudioJobDocument.model_fields)
     assert list(document["generated_by"]) == list(GeneratedBy.model_fields)
-    AIStudioJob.model_validate(document)
+    AIStudioJobDocument.model_validate(document)
 
 
 # --- the committed core schema: the one mechanism ------------------------------------------------

@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 import yaml
 
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "fixtures" / "skypilot"

@@ -206,7 +206,7 @@ def test_gpu_table_and_flavors() -> None:
 
 
 def test_spec_step_time_reads_the_spec() -> None:
-    from compiler.stages import compile_spec
+    from compiler.one_pass import compile_spec
 
     result = compile_spec(str(REPO / "specs" / "gpt-7b.yaml"), "specs/gpt-7b.yaml", render_files=False)
     step = spec_step_time(result.spec, utilisation=0.5)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 from helpers import GLOO_ALL_REDUCE, write_exe
 
 pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0, the CPU build)")

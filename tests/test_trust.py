@@ -37,7 +37,7 @@ import io  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from compiler.cli import main  # noqa: E402
-from compiler.stages import compile_spec  # noqa: E402
+from compiler.one_pass import compile_spec  # noqa: E402
 
 PRETRAIN = ("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 "
             "--micro-batch-size 1 --global-batch-size 2 --train-iters 10 --lr 1e-4 --mock-data "

@@ -253,7 +253,7 @@ TWO_WORKERS = FIXTURES / "h200-pretrain-2workers-run"
 
 def _e2e_verify(tmp_path: Path, stem: str) -> Path:
     """tests/e2e/<stem>.yaml's verify.sh, compiled now (.e2e/ is not committed)."""
-    from compiler.stages import compile_spec
+    from compiler.one_pass import compile_spec
 
     result = compile_spec(str(REPO / "tests" / "e2e" / f"{stem}.yaml"), f"tests/e2e/{stem}.yaml")
     assert result.ok, result.diagnostics
@@ -358,7 +358,7 @@ def _skips(root: Path, counts: dict[int, tuple[int, int]]) -> None:
 ])
 def test_skipped_iterations_fail_only_where_no_loss_scaler_explains_them(tmp_path, precision, counts, failure):
     from compiler.load.override import Override
-    from compiler.stages import compile_spec
+    from compiler.one_pass import compile_spec
 
     result = compile_spec(str(REPO / "specs" / "pretrain-mock.yaml"), "specs/pretrain-mock.yaml",
                           overrides=(Override(f"training.precision={precision}"),))

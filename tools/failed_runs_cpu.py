@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from compiler.stages import compile_spec  # noqa: E402
+from compiler.one_pass import compile_spec  # noqa: E402
 
 WORK = Path("/tmp/failed-runs-cpu")
 FIXTURES = REPO / "tests" / "fixtures" / "failed-runs"

@@ -72,7 +72,7 @@ def _measurements(root: Path):  # type: ignore[no-untyped-def]
 def load(root: Path) -> list[Measured]:
     """Every configuration of ROOT/tests/fixtures/measurements with a spec ROOT/tests/e2e/mem-<name>.yaml
     and a steady median (tools/measurements.py's: iterations after its WARMUP_ITERATIONS)."""
-    from compiler.stages import compile_spec
+    from compiler.one_pass import compile_spec
 
     parser = _measurements(root)
     out: list[Measured] = []
@@ -103,7 +103,7 @@ EXTRA_RUN = ("h200-pretrain-tp1-run", "tests/fixtures/h200-pretrain-tp1-run/trai
 
 def extra_check() -> Measured | None:
     """EXTRA_RUN as a Measured, or None where this checkout lacks it."""
-    from compiler.stages import compile_spec
+    from compiler.one_pass import compile_spec
 
     name, log, spec, first = EXTRA_RUN
     if not (REPO / log).is_file() or not (REPO / spec).is_file():

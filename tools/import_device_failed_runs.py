@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from compiler.stages import compile_spec  # noqa: E402
+from compiler.one_pass import compile_spec  # noqa: E402
 from compiler.commands.resolved import resolved_yaml  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "failed-runs"

@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from compiler.commands.importer import ImportFailed, flag_groups, import_script, render_spec  # noqa: E402
-from compiler.stages import compile_spec  # noqa: E402
+from compiler.one_pass import compile_spec  # noqa: E402
 from compiler.plan.shell import argv_of  # noqa: E402
 
 

@@ -85,7 +85,7 @@ def _same(parsed, expected) -> bool:
 
 def check_spec(path: str, megatron_root: Path) -> tuple[list[str], list[str]]:
     """(rows of a report, problems) for one spec."""
-    from compiler.stages import compile_spec
+    from compiler.one_pass import compile_spec
     from compiler.plan.build import flag_words
     from compiler.plan.shell import argv_of
 

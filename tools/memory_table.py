@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO / "tools"))
 
 import measurements  # noqa: E402  (tools/ is no package)
 
-from compiler.stages import compile_spec  # noqa: E402
+from compiler.one_pass import compile_spec  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures"
 EARLIER = FIXTURES / "memory-earlier-runs.json"

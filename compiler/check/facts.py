@@ -16,7 +16,7 @@ from ..megatron.pretrain import (
     MODEL_REQUIRED, REQUIRED_SECTIONS, is_bounded_example, is_pretrain, num_microbatches, train_iterations,
     virtual_pipeline_size,
 )
-from ..megatron.runfiles import CHECKPOINTS_DIR, default_run_root
+from ..megatron.runfiles import SHARED_CHECKPOINTS_DIR, default_run_root
 from ..megatron.stop import stop_flags, stop_times
 from ..paths import is_within, normalize_path
 from ..platform.engine import Engine
@@ -84,7 +84,7 @@ def _converted(init: Any, mount: str | None, name: str | None) -> str | None:
         return None
     if init.converted is not None:
         return normalize_path(init.converted)
-    return None if mount is None else normalize_path(f"{mount}/{CHECKPOINTS_DIR}/{name or 'run'}/converted")
+    return None if mount is None else normalize_path(f"{mount}/{SHARED_CHECKPOINTS_DIR}/{name or 'run'}/converted")
 
 
 def script_path(script: str, megatron_root: str) -> str:

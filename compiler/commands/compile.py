@@ -9,8 +9,8 @@ from typing import TextIO
 
 from ..diagnostics import Diagnostic, format_github, format_json, format_text, sort_diagnostics, summary_line, to_json_obj
 from ..load.override import Override
-from ..pipeline import Options, run_batch
-from ..stages import compile_spec
+from ..batch import Options, run_batch
+from ..one_pass import compile_spec
 
 EXIT_OK, EXIT_FAIL = 0, 1
 

@@ -22,8 +22,8 @@ from ..load.discover import SPEC_SUFFIXES, bases_of, extends_in, find_specs
 from ..load.gitrev import GitError, GitTree, base_revision, toplevel
 from .diff_model import DiffReport, Side, SpecDiff, changes, gpu_hours, same_job, semantic, side_of
 from ..load.inputs import serving
-from ..pipeline import Options, regenerate_command
-from ..stages import compile_spec
+from ..batch import Options, regenerate_command
+from ..one_pass import compile_spec
 from ..plan.guardrails import increase
 from .diff_format import render_json, render_markdown, render_text
 

@@ -16,12 +16,12 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from ..megatron.failures import Evidence, Facts, Finding, Fix, RunFiles, WorkerFiles, diagnose
+from ..megatron.failures import Evidence, DoctorFacts, Finding, Fix, RunFiles, WorkerFiles, diagnose
 from ..megatron.runfiles import (
-    CHECKPOINT_DIR, EXIT_RECORD, LATEST_CHECKPOINT, LAUNCH_LOG, RUNTIME_RECORD, TRAIN_LOG, worker_log_dir,
+    RUN_CHECKPOINT_DIR, EXIT_RECORD, LATEST_CHECKPOINT, LAUNCH_LOG, RUNTIME_RECORD, TRAIN_LOG, worker_log_dir,
 )
 from .doctor_read import latest_attempt, read_bounded, shadow_root
-from ..stages import compile_spec
+from ..one_pass import compile_spec
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE = 0, 1, 2
 
@@ -30,7 +30,7 @@ EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE = 0, 1, 2
 class SpecFacts:
     """What the doctor needs from the spec: the facts, the spec's run root, its verify.sh."""
 
-    facts: Facts
+    facts: DoctorFacts
     run_root: str
     verify_sh: str | None
 
@@ -44,7 +44,7 @@ def spec_facts(path: str, display: str) -> SpecFacts | str:
     spec, plan = result.spec, result.plan
     t = spec.training
     est = plan.pretrain.estimate if plan.pretrain is not None else None
-    facts = Facts(
+    facts = DoctorFacts(
         workers=plan.parallel.workers, gpus_per_worker=plan.parallel.gpus_per_worker, tensor=plan.parallel.tensor,
         pipeline=plan.parallel.pipeline, context=plan.parallel.context, megatron_commit=plan.megatron.commit,
         megatron_root=plan.megatron.root, image=plan.image.reference,
@@ -69,7 +69,7 @@ def spec_facts(path: str, display: str) -> SpecFacts | str:
     return SpecFacts(facts, plan.run_root, files.get("verify.sh"))
 
 
-def read_run(root: str, facts: Facts, bounded: dict[str, str] | None = None) -> RunFiles:
+def read_run(root: str, facts: DoctorFacts, bounded: dict[str, str] | None = None) -> RunFiles:
     """The run root's texts, laid out as the launch command writes them (nodes/node-K/ for several workers):
     each read bounded (doctor_read.py), the appended logs cut to their latest attempt, and the files that
     could not be read listed with the reason. BOUNDED collects the texts that are a large file's head and
@@ -98,7 +98,7 @@ def read_run(root: str, facts: Facts, bounded: dict[str, str] | None = None) -> 
             launch_log=latest_attempt(launch, "launch"), exit_status=read(base, EXIT_RECORD),
             runtime=read(base, RUNTIME_RECORD),
         ))
-    ckpt = os.path.join(root, CHECKPOINT_DIR)
+    ckpt = os.path.join(root, RUN_CHECKPOINT_DIR)
     listing = []
     # the checkpoint's names only (never its contents); a bounded walk that does not follow links
     for dirpath, dirs, names in os.walk(ckpt, followlinks=False):

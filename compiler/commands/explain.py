@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..megatron.parallel import ORDER
-from ..megatron.runfiles import CHECKPOINT_DIR, EXIT_RECORD, RUNTIME_RECORD, TRAIN_LOG
+from ..megatron.parallel import RANK_ORDER
+from ..megatron.runfiles import RUN_CHECKPOINT_DIR, EXIT_RECORD, RUNTIME_RECORD, TRAIN_LOG
 from ..plan.types import Plan
 
 
@@ -29,7 +29,7 @@ def explain_data(plan: Plan) -> dict[str, Any]:
         "expert_parallel": par.expert,
         "expert_tensor_parallel": par.expert_tensor,
         "data_parallel": par.data,
-        "rank_order": "-".join(ORDER),
+        "rank_order": "-".join(RANK_ORDER),
         "groups": {
             "tensor": plan.groups.tensor,
             "context": plan.groups.context,
@@ -42,7 +42,7 @@ def explain_data(plan: Plan) -> dict[str, Any]:
             "train_log": f"{log_dir}/{TRAIN_LOG}",
             "runtime": f"{log_dir}/{RUNTIME_RECORD}",
             "exit_status": f"{log_dir}/{EXIT_RECORD}",
-            "checkpoint": f"{plan.run_root}/{CHECKPOINT_DIR}",
+            "checkpoint": f"{plan.run_root}/{RUN_CHECKPOINT_DIR}",
         },
         **_pretrain_data(plan),
         **_timing_data(plan),

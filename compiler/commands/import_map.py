@@ -16,7 +16,7 @@ from typing import Any, Literal, get_args, get_origin
 from ..check.rules.safety import credential_flags, credential_shape, is_credential_env
 from ..check.validate import is_number
 from ..megatron.flags import IMPLIED, STOP_FLAGS, UNFUSED_FLAGS, import_table
-from ..megatron.runfiles import CHECKPOINT_DIR, TENSORBOARD_DIR
+from ..megatron.runfiles import RUN_CHECKPOINT_DIR, TENSORBOARD_DIR
 from ..platform.engine import RESERVED_ENV
 from ..schema.defaults import MEGATRON_ROOT
 from ..schema.models import JobSpec
@@ -24,8 +24,8 @@ from .import_record import (MARKER, TOP_DIRECTORIES, TORCHRUN_VALUE_OPTIONS, Imp
                             _marker_reason, _show, flag_groups)
 
 MANAGED = {
-    "--save": f"checkpoints go to $RUN_ROOT/{CHECKPOINT_DIR} on the shared storage",
-    "--load": f"a resumed run loads from $RUN_ROOT/{CHECKPOINT_DIR} (training.checkpoint.resume)",
+    "--save": f"checkpoints go to $RUN_ROOT/{RUN_CHECKPOINT_DIR} on the shared storage",
+    "--load": f"a resumed run loads from $RUN_ROOT/{RUN_CHECKPOINT_DIR} (training.checkpoint.resume)",
     "--tensorboard-dir": f"TensorBoard writes to $RUN_ROOT/{TENSORBOARD_DIR} (training.logging.tensorboard)",
 }
 
@@ -284,7 +284,7 @@ def to_spec(recorded: Recorded, name: str) -> ImportResult:
         if "--exit-signal-handler" not in names:
             report.append("--exit-signal-handler: added (a stop saves: launch.sh passes SIGTERM to Megatron)")
         if "--save" not in names:
-            report.append(f"--save: added; the spec always saves checkpoints under $RUN_ROOT/{CHECKPOINT_DIR}")
+            report.append(f"--save: added; the spec always saves checkpoints under $RUN_ROOT/{RUN_CHECKPOINT_DIR}")
         checkpoint = training.setdefault("checkpoint", {})
         checkpoint.setdefault("resume", False)
         if "save_interval" not in checkpoint:
@@ -327,7 +327,7 @@ def _refuse_warm_start(groups: list[tuple[str, tuple[str, ...]]]) -> None:
         return
     raise ImportFailed(
         f"--load {' '.join(load)} is not the --save directory ({' '.join(map(_show, save)) if save else 'none'}): the script "
-        f"starts from an existing checkpoint, and a spec's --load is always its own $RUN_ROOT/{CHECKPOINT_DIR}, so importing "
+        f"starts from an existing checkpoint, and a spec's --load is always its own $RUN_ROOT/{RUN_CHECKPOINT_DIR}, so importing "
         "it would silently train from scratch. Remove --load from the script (or make it equal --save) and "
         "import again, then add the checkpoint to the spec: a Megatron checkpoint as training.args "
         f"[--pretrained-checkpoint, {' '.join(load)}] (with --finetune to load weights only); Hugging Face "

@@ -16,8 +16,8 @@ import yaml
 
 from ..diagnostics import sort_diagnostics
 from ..megatron.parallel import data_parallel_size, world_size
-from ..megatron.runfiles import CHECKPOINT_DIR
-from ..stages import compile_spec
+from ..megatron.runfiles import RUN_CHECKPOINT_DIR
+from ..one_pass import compile_spec
 from .compile import print_diagnostics, refuses_overwrite, relative_to_spec
 from .seed import SEED_BASE
 
@@ -96,7 +96,7 @@ def scaffold(name: str, *, workers: int, gpus_per_worker: int, tensor: int, pipe
         f"    tokenizer:\n"
         f"      type: NullTokenizer\n"
         f"  checkpoint:\n"
-        f"    save_interval: 500              # saved under $RUN_ROOT/{CHECKPOINT_DIR}; a restarted job resumes\n"
+        f"    save_interval: 500              # saved under $RUN_ROOT/{RUN_CHECKPOINT_DIR}; a restarted job resumes\n"
     )
 
 

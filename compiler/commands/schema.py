@@ -9,7 +9,7 @@ from typing import Any, TextIO
 
 from ..emit import check_outputs, write_files
 
-from ..platform.aistudio_schema import JOB_SCHEMA_ID, AIStudioJob
+from ..platform.aistudio_schema import JOB_SCHEMA_ID, AIStudioJobDocument
 from ..schema.models import SPEC_SCHEMA_ID, JobSpec
 from ..tree import rebuild
 
@@ -64,7 +64,7 @@ def _without_required(schema: object) -> object:
 
 def job_schema() -> dict[str, Any]:
     """The AIStudio job document's schema."""
-    return _with_draft(AIStudioJob.model_json_schema(mode="serialization"))
+    return _with_draft(AIStudioJobDocument.model_json_schema(mode="serialization"))
 
 
 def schema_files() -> dict[str, str]:

@@ -21,7 +21,7 @@ from ..load.override import Override
 from ..megatron.memory import estimate
 from ..megatron.parallel import data_parallel_size, model_parallel_size, parallel_layout, world_size
 from ..megatron.timing import spec_step_time, training_time
-from ..stages import compile_spec
+from ..one_pass import compile_spec
 from ..schema.record import Overlay as _View
 from ..megatron.gpus import gpu_named, gpu_of_flavor
 from ..diagnostics import format_text

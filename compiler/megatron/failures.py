@@ -16,10 +16,10 @@ from dataclasses import replace
 
 from . import failures_causes, failures_launch, failures_training
 from .failures_logs import (
-    Detector, Evidence, Facts, Finding, Fix, Line, RunFiles, WorkerFiles, exit_code, launch_lines, train_lines,
+    Detector, Evidence, DoctorFacts, Finding, Fix, Line, RunFiles, WorkerFiles, exit_code, launch_lines, train_lines,
 )
 
-__all__ = ["DETECTORS", "ORDER", "Evidence", "Facts", "Finding", "Fix", "Line", "RunFiles", "WorkerFiles",
+__all__ = ["DETECTORS", "CAUSE_ORDER", "Evidence", "DoctorFacts", "Finding", "Fix", "Line", "RunFiles", "WorkerFiles",
            "diagnose", "first_error_lines"]
 
 # Every detector, in the order they were written: those of the launch, then those of training.
@@ -28,7 +28,7 @@ DETECTORS: list[Detector] = [*failures_launch.DETECTORS, *failures_training.DETE
 # --- the diagnosis -----------------------------------------------------------------------------
 
 # The order findings are reported in: what stops a run earliest (and explains the rest) first.
-ORDER = ("never-started", "worker-never-started", "megatron-missing", "megatron-commit-unset", "storage-not-writable",
+CAUSE_ORDER = ("never-started", "worker-never-started", "megatron-missing", "megatron-commit-unset", "storage-not-writable",
          "worker-count-mismatch", "gpu-count-mismatch", "no-gpu", "run-root-reused", "helper-build-no-compiler",
          "helper-build-no-pybind11", "helper-build-no-python-headers", "helper-build-no-make",
          "helper-build-failed", "megatron-not-importable", "data-not-prepared", "data-manifest-mismatch",
@@ -62,10 +62,10 @@ def first_error_lines(files: RunFiles) -> list[Line]:
     return out
 
 
-def diagnose(files: RunFiles, facts: Facts) -> list[Finding]:
+def diagnose(files: RunFiles, facts: DoctorFacts) -> list[Finding]:
     """Every finding, most fundamental first; an unknown failure when the run failed and none explains it."""
     found = [f for detect in DETECTORS for f in detect(files, facts) if f is not None]
-    found.sort(key=lambda f: (ORDER.index(f.cause) if f.cause in ORDER else len(ORDER),
+    found.sort(key=lambda f: (CAUSE_ORDER.index(f.cause) if f.cause in CAUSE_ORDER else len(CAUSE_ORDER),
                               f.worker if f.worker is not None else -1))
     unique: list[Finding] = []
     for f in found:
@@ -81,7 +81,7 @@ def diagnose(files: RunFiles, facts: Facts) -> list[Finding]:
         if crashed:  # the rank's own exception is the cause: before what its crash explains (killed, …)
             rank = [f for f in unique if f.cause == "rank-crashed"]
             rest = [f for f in unique if f.cause != "rank-crashed"]
-            at = sum(1 for f in rest if ORDER.index(f.cause) < ORDER.index("nccl-error")) if rest else 0
+            at = sum(1 for f in rest if CAUSE_ORDER.index(f.cause) < CAUSE_ORDER.index("nccl-error")) if rest else 0
             unique = rest[:at] + rank + rest[at:]
         unique += nccl
     failed = any(exit_code(w) != 0 for w in files.workers)

@@ -12,17 +12,17 @@ import re
 from typing import Iterator
 
 from .failures_logs import (
-    ITERATION, Detector, Evidence, Facts, Finding, Fix, Line, RunFiles, WorkerFiles, exit_code, exit_field, find, iteration_lines,
+    ITERATION, Detector, Evidence, DoctorFacts, Finding, Fix, Line, RunFiles, WorkerFiles, exit_code, exit_field, find, iteration_lines,
     last_rank_worker, launch_lines, registry, train_lines,
 )
-from .runfiles import CHECKPOINT_DIR
+from .runfiles import RUN_CHECKPOINT_DIR
 
 DETECTORS: list[Detector] = []
 detector = registry(DETECTORS)
 
 
 @detector
-def never_started(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def never_started(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     """A run root with nothing a launch writes: the job never started (or not with this run root)."""
     if files.checkpoint_files or any(
             x is not None for w in files.workers for x in (w.launch_log, w.train_log, w.exit_status, w.runtime)):
@@ -56,7 +56,7 @@ def _dims(text: str) -> list[int]:
 
 
 @detector
-def checkpoint_mismatch(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def checkpoint_mismatch(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     for w in files.workers:
         line = find(train_lines(w), CKPT_MISMATCH.pattern)
         if not line:
@@ -98,7 +98,7 @@ MANIFEST = re.compile(r"launch\.sh: the data prefix .* was prepared with ")
 
 
 @detector
-def data_not_prepared(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def data_not_prepared(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     for w in files.workers:
         line = find(launch_lines(w), NOT_PREPARED.pattern) or find(train_lines(w), NOT_PREPARED.pattern)
         if line:
@@ -134,7 +134,7 @@ DEVICE_ASSERT = re.compile(r"device-side assert triggered|CUDA error: device-sid
 
 
 @detector
-def token_beyond_vocab(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def token_beyond_vocab(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     for w in files.workers:
         lines = train_lines(w)
         index = find(lines, INDEX_ASSERT.pattern)
@@ -169,7 +169,7 @@ DATASETS_DONE = re.compile(r"> finished creating .*datasets")
 SPLIT_PART = {"train": 0, "valid": 1, "validation": 1, "test": 2}
 
 
-def dataset_hang(files: RunFiles, facts: Facts) -> Finding | None:
+def dataset_hang(files: RunFiles, facts: DoctorFacts) -> Finding | None:
     """The run stopped (killed) while building a dataset's indices: the part of the split it built."""
     w = files.workers[0]
     lines = train_lines(w)
@@ -193,7 +193,7 @@ def dataset_hang(files: RunFiles, facts: Facts) -> Finding | None:
         "asked of it (gpt_dataset.py:634-636 at 571370c8)", (last.evidence(),), tuple(fixes), worker=w.index)
 
 
-def completed(files: RunFiles, facts: Facts) -> Evidence | None:
+def completed(files: RunFiles, facts: DoctorFacts) -> Evidence | None:
     """Training reached train_iters and the last checkpoint is complete: evidence of it, else None."""
     if not facts.train_iters:
         return None
@@ -203,11 +203,11 @@ def completed(files: RunFiles, facts: Facts) -> Evidence | None:
     wanted = f"iter_{facts.train_iters:07d}/"
     if last == facts.train_iters and saved == str(facts.train_iters) and \
             any(p.startswith(wanted) for p in files.checkpoint_files):
-        return Evidence(f"{CHECKPOINT_DIR}/latest_checkpointed_iteration.txt", 1, saved)
+        return Evidence(f"{RUN_CHECKPOINT_DIR}/latest_checkpointed_iteration.txt", 1, saved)
     return None
 
 
-def killed_after_training(files: RunFiles, facts: Facts, worker: int) -> Finding | None:
+def killed_after_training(files: RunFiles, facts: DoctorFacts, worker: int) -> Finding | None:
     """The launch was killed, but training had completed and rank 0 finished the last checkpoint."""
     ev = completed(files, facts)
     if ev is None:
@@ -224,7 +224,7 @@ def killed_after_training(files: RunFiles, facts: Facts, worker: int) -> Finding
 
 
 @detector
-def vanished_worker(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def vanished_worker(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     """In a multi-worker job, a worker whose torchrun started but which left no exit record while its
     peers recorded theirs: it died (machine lost, killed); its peers' NCCL errors follow from it."""
     if len(files.workers) < 2:
@@ -255,7 +255,7 @@ TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|collective o
 
 
 @detector
-def collective_timeout(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def collective_timeout(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     reported: dict[int, Line] = {}
     for w in files.workers:
         for x in train_lines(w):
@@ -281,7 +281,7 @@ def collective_timeout(files: RunFiles, facts: Facts) -> Iterator[Finding]:
 
 
 @detector
-def unreadable(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def unreadable(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     """Files of the run the doctor could not read (a FIFO, a device, a symlink loop, binary, no permission):
     what they hold is not known, so the run is not reported healthy."""
     if files.unreadable:

@@ -12,7 +12,7 @@ import re
 from typing import Iterator
 
 from .failures_logs import (
-    Detector, Evidence, Facts, Finding, Fix, RunFiles, find, find_all, launch_lines, registry, train_lines,
+    Detector, Evidence, DoctorFacts, Finding, Fix, RunFiles, find, find_all, launch_lines, registry, train_lines,
 )
 
 DETECTORS: list[Detector] = []
@@ -20,7 +20,7 @@ detector = registry(DETECTORS)
 
 
 @detector
-def worker_missing(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def worker_missing(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     """A worker whose launch command left nothing at all: it never started, or not with this run root."""
     if len(files.workers) < 2:
         return
@@ -41,7 +41,7 @@ def worker_missing(files: RunFiles, facts: Facts) -> Iterator[Finding]:
 
 
 @detector
-def megatron_missing(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def megatron_missing(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     # launch.sh: "Megatron-LM is not at $MEGATRON_ROOT" (fixtures cpu-megatron-missing, gpu-megatron-missing)
     for w in files.workers:
         line = find(launch_lines(w), r"launch\.sh: Megatron-LM is not at ")
@@ -58,7 +58,7 @@ def megatron_missing(files: RunFiles, facts: Facts) -> Iterator[Finding]:
 
 
 @detector
-def megatron_not_importable(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def megatron_not_importable(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     # The runtime probe: "ModuleNotFoundError: No module named 'megatron'" (cpu-megatron-not-importable)
     for w in files.workers:
         lines = launch_lines(w)
@@ -91,7 +91,7 @@ HELPER_CAUSES = (
 
 
 @detector
-def helper_build(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def helper_build(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     """Megatron's C++ dataset helper (megatron/core/datasets/Makefile) did not build."""
     for w in files.workers:
         lines = launch_lines(w)
@@ -115,7 +115,7 @@ def helper_build(files: RunFiles, facts: Facts) -> Iterator[Finding]:
 
 
 @detector
-def gpu_count(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def gpu_count(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     # launch.sh's nvidia-smi check (cpu-gpu-count, gpu-too-many-gpus)
     for w in files.workers:
         lines = launch_lines(w)
@@ -140,7 +140,7 @@ def gpu_count(files: RunFiles, facts: Facts) -> Iterator[Finding]:
 
 
 @detector
-def launch_refusals(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def launch_refusals(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     """The launch command's other refusals: a run root already used, the platform's worker count, storage."""
     for w in files.workers:
         lines = launch_lines(w)
@@ -174,7 +174,7 @@ def launch_refusals(files: RunFiles, facts: Facts) -> Iterator[Finding]:
 
 
 @detector
-def launches_on_one_root(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def launches_on_one_root(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     """More than one launch on the run root of a spec that does not resume: the root is shared."""
     if facts.resume:
         return
@@ -188,7 +188,7 @@ def launches_on_one_root(files: RunFiles, facts: Facts) -> Iterator[Finding]:
 
 
 @detector
-def rendezvous(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def rendezvous(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     # torchrun's static rendezvous: "DistStoreError: Timed out after 21 seconds waiting for clients. 1/2
     # clients joined." (cpu-rendezvous-timeout); a worker that cannot reach the master: DistNetworkError
     for w in files.workers:

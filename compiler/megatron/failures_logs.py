@@ -1,5 +1,5 @@
 """The doctor's inputs and outputs, and the readers its detectors share: a run root's texts as plain
-records (RunFiles, WorkerFiles), the spec's Facts, Findings with their Evidence and Fix, and log lines.
+records (RunFiles, WorkerFiles), the spec's DoctorFacts, Findings with their Evidence and Fix, and log lines.
 
 Nothing here reads files: compiler/commands/doctor.py does, into RunFiles. The detectors are in
 failures_launch.py and failures_training.py; failures.py orders their findings.
@@ -46,7 +46,7 @@ class RunFiles:
 
 
 @dataclass(frozen=True)
-class Facts:
+class DoctorFacts:
     """Plain facts from the spec: what the run was meant to be."""
 
     workers: int
@@ -221,7 +221,7 @@ def last_rank_worker(files: RunFiles) -> WorkerFiles:
 
 # --- detectors' registry ---------------------------------------------------------------------
 
-Detector = Callable[[RunFiles, Facts], Iterator[Finding]]
+Detector = Callable[[RunFiles, DoctorFacts], Iterator[Finding]]
 
 
 def registry(into: list[Detector]) -> Callable[[Detector], Detector]:
@@ -232,7 +232,7 @@ def registry(into: list[Detector]) -> Callable[[Detector], Detector]:
     return detector
 
 
-def _worker_of(files: RunFiles, facts: Facts, rank: int | None, default: int) -> int:
+def _worker_of(files: RunFiles, facts: DoctorFacts, rank: int | None, default: int) -> int:
     if rank is None or facts.gpus_per_worker <= 0:
         return default
     return min(rank // facts.gpus_per_worker, len(files.workers) - 1)

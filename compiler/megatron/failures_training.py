@@ -13,11 +13,11 @@ import re
 from typing import Iterator
 
 from .failures_logs import (
-    BAD, ITERATION, LOSS, Detector, Evidence, Facts, Finding, Fix, Line, RunFiles, exit_code, find,
+    BAD, ITERATION, LOSS, Detector, Evidence, DoctorFacts, Finding, Fix, Line, RunFiles, exit_code, find,
     iteration_lines, last_rank_worker, launch_lines, registry, runtime_value, train_lines,
 )
 from . import failures_causes
-from .runfiles import CHECKPOINT_DIR
+from .runfiles import RUN_CHECKPOINT_DIR
 
 DETECTORS: list[Detector] = []
 detector = registry(DETECTORS)
@@ -35,7 +35,7 @@ def _mib(value: str, unit: str) -> float:
     return float(value) * {"GiB": 1024.0, "MiB": 1.0, "KiB": 1 / 1024}[unit]
 
 
-def cheapest_micro(facts: Facts, capacity_mb: float) -> int | None:
+def cheapest_micro(facts: DoctorFacts, capacity_mb: float) -> int | None:
     """The largest micro batch below the spec's whose estimate fits 90% of the GPU and that divides the
     global batch per data-parallel rank; the estimate's activations scale with the micro batch."""
     if None in (facts.micro_batch, facts.global_batch, facts.estimate_peak_mb, facts.estimate_static_mb):
@@ -50,7 +50,7 @@ def cheapest_micro(facts: Facts, capacity_mb: float) -> int | None:
 
 
 @detector
-def out_of_memory(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def out_of_memory(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     for w in files.workers:
         lines = train_lines(w)
         line = find(lines, r"CUDA out of memory|OutOfMemoryError")
@@ -86,7 +86,7 @@ def out_of_memory(files: RunFiles, facts: Facts) -> Iterator[Finding]:
 
 
 @detector
-def bad_iterations(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def bad_iterations(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     """NaN/Inf losses, NaN iterations and skipped iterations in Megatron's iteration lines, and Megatron's
     NaN checks (rerun_state_machine: 'Unexpected result nan'). Under fp16 a skipped iteration is the
     loss scaler lowering its scale from 2^32 (DynamicGradScaler), not a failure; a run in which it
@@ -138,7 +138,7 @@ def bad_iterations(files: RunFiles, facts: Facts) -> Iterator[Finding]:
 
 
 @detector
-def weights_not_loaded(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def weights_not_loaded(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     """Meant to continue or start from a checkpoint, but the loss started where random weights start:
     ln(vocab). Megatron says so too (checkpointing.py:1342-1343 at 571370c8)."""
     if not facts.loads_weights:
@@ -180,7 +180,7 @@ DUPLICATE_GPU = re.compile(r"Duplicate GPU detected : rank \d+ and rank \d+ both
 
 
 @detector
-def nccl(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def nccl(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     hits = []
     for w in files.workers:
         line = next((x for x in train_lines(w) if NCCL.search(x.text) and not COLLECTIVE_TIMEOUT.search(x.text)), None)
@@ -216,7 +216,7 @@ def nccl(files: RunFiles, facts: Facts) -> Iterator[Finding]:
 
 
 @detector
-def cuda_device(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def cuda_device(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     # torch.cuda.set_device(local_rank) on a worker with fewer GPUs (megatron/training/initialize.py:262)
     for w in files.workers:
         line = find(train_lines(w), r"invalid device ordinal|CUDA error: no CUDA-capable device|"
@@ -259,7 +259,7 @@ def _last_line(lines: list[Line]) -> tuple[Evidence, ...]:
 
 
 @detector
-def killed_or_crashed(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def killed_or_crashed(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     """Exit records and torchrun's failure report: killed from outside (SIGTERM/SIGKILL) or a crash."""
     for w in files.workers:
         code = exit_code(w)
@@ -328,7 +328,7 @@ def killed_or_crashed(files: RunFiles, facts: Facts) -> Iterator[Finding]:
 
 
 @detector
-def runtime_record(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def runtime_record(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     """runtime.txt against the spec: the Megatron commit the image carries, the GPUs torch saw."""
     for w in files.workers:
         commit = runtime_value(w, "megatron_commit")
@@ -352,7 +352,7 @@ def runtime_record(files: RunFiles, facts: Facts) -> Iterator[Finding]:
 
 
 @detector
-def arguments_dump(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def arguments_dump(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     """Megatron's arguments dump (rank 0) against the spec: another run's log in this run root."""
     if not facts.is_pretrain:
         return
@@ -366,7 +366,7 @@ def arguments_dump(files: RunFiles, facts: Facts) -> Iterator[Finding]:
 
 
 @detector
-def incomplete(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def incomplete(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     """The job looks successful but the logs are not complete, or the checkpoint did not persist."""
     codes = [exit_code(w) for w in files.workers]
     if any(c != 0 for c in codes):
@@ -386,7 +386,7 @@ def incomplete(files: RunFiles, facts: Facts) -> Iterator[Finding]:
         if not any(p.startswith(wanted) for p in files.checkpoint_files):
             yield Finding("checkpoint-missing", f"training finished, but ckpt/{wanted} is not in the run root: the "
                           "checkpoint did not persist where verify.sh reads it",
-                          (Evidence(CHECKPOINT_DIR + "/", 0, f"(no {wanted})"),),
+                          (Evidence(RUN_CHECKPOINT_DIR + "/", 0, f"(no {wanted})"),),
                           (Fix("storage.mount_path", "shared storage mounted writable on every worker (not the "
                                "image's own filesystem)"),
                            Fix("storage.run_root", "one directory per run under the mount path")))

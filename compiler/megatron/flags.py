@@ -11,7 +11,7 @@ from __future__ import annotations
 import keyword
 from typing import Any, Callable, Iterator, NamedTuple
 
-from .runfiles import CHECKPOINT_DIR, TENSORBOARD_DIR
+from .runfiles import RUN_CHECKPOINT_DIR, TENSORBOARD_DIR
 
 # When a row's flag is passed. A field left out is Megatron's own default, so only what a spec
 # says differs from Megatron appears on the command line.
@@ -154,10 +154,10 @@ FLAGS: tuple[Row | Custom, ...] = (
     R("--vocab-file", "training.data.tokenizer.vocab_file", "str", SET),
     R("--merge-file", "training.data.tokenizer.merge_file", "str", SET),
     R("--tokenizer-model", "training.data.tokenizer.model", "str", SET),
-    R("--save", "training.checkpoint", f"run-root:{CHECKPOINT_DIR}", ALWAYS),
+    R("--save", "training.checkpoint", f"run-root:{RUN_CHECKPOINT_DIR}", ALWAYS),
     R("--save-interval", "training.checkpoint.save_interval", "int", ALWAYS),
     R("--ckpt-format", "training.checkpoint.format", "str", GIVEN),
-    R("--load", "training.checkpoint.resume", f"run-root:{CHECKPOINT_DIR}", TRUE),
+    R("--load", "training.checkpoint.resume", f"run-root:{RUN_CHECKPOINT_DIR}", TRUE),
     R("--override-opt_param-scheduler", "training.checkpoint.scheduler", "const:spec", EQUALS,
       requires="training.checkpoint.resume"),
     R("--use-checkpoint-opt_param-scheduler", "training.checkpoint.scheduler", "const:checkpoint", EQUALS,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-ORDER = ("tp", "cp", "ep", "dp", "pp")
+RANK_ORDER = ("tp", "cp", "ep", "dp", "pp")
 
 
 def world_size(workers: int, gpus_per_worker: int) -> int:
@@ -74,10 +74,10 @@ def rank_layout(world: int, tensor: int, pipeline: int, context: int) -> RankLay
     data = data_parallel_size(world, tensor, pipeline, context)
     sizes = {"tp": tensor, "cp": context, "ep": 1, "dp": data, "pp": pipeline}
     return RankLayout(
-        tensor=_orthogonal_groups(world, sizes, ORDER, "tp"),
-        context=_orthogonal_groups(world, sizes, ORDER, "cp"),
-        data=_orthogonal_groups(world, sizes, ORDER, "dp"),
-        pipeline=_orthogonal_groups(world, sizes, ORDER, "pp"),
+        tensor=_orthogonal_groups(world, sizes, RANK_ORDER, "tp"),
+        context=_orthogonal_groups(world, sizes, RANK_ORDER, "cp"),
+        data=_orthogonal_groups(world, sizes, RANK_ORDER, "dp"),
+        pipeline=_orthogonal_groups(world, sizes, RANK_ORDER, "pp"),
     )
 
 
@@ -93,9 +93,9 @@ def expert_rank_layout(world: int, expert_tensor: int, expert: int, pipeline: in
     data = world // (expert_tensor * expert * pipeline)
     sizes = {"tp": expert_tensor, "cp": 1, "ep": expert, "dp": data, "pp": pipeline}
     return ExpertRankLayout(
-        tensor=_orthogonal_groups(world, sizes, ORDER, "tp"),
-        expert=_orthogonal_groups(world, sizes, ORDER, "ep"),
-        data=_orthogonal_groups(world, sizes, ORDER, "dp"),
+        tensor=_orthogonal_groups(world, sizes, RANK_ORDER, "tp"),
+        expert=_orthogonal_groups(world, sizes, RANK_ORDER, "ep"),
+        data=_orthogonal_groups(world, sizes, RANK_ORDER, "dp"),
     )
 
 

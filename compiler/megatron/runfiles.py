@@ -1,7 +1,8 @@
 """What a run root holds: the contract between the launch command, verify.sh and the doctor.
 
-The launch command writes these files and verify.sh reads them; both take the names from here, so
-a file cannot be renamed on one side only.
+The launch command writes these files and verify.sh and the doctor read them; all three take the
+names from here (launch.sh.j2 and verify.sh.j2 print them from the plan), so a file cannot be
+renamed on one side only.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from ..paths import normalize_path
 
 DATASETS_DIR = "megatron/core/datasets"  # under megatron.root: the C++ dataset helper the launch builds
 RUNS_DIR = "runs"  # the default run root is {mount}/runs/{name}
-CHECKPOINT_DIR = "ckpt"
-CHECKPOINTS_DIR = "checkpoints"  # converted and exported weights outlive a run: {mount}/checkpoints/{name}/  # Megatron's --save/--load directory under the run root
+RUN_CHECKPOINT_DIR = "ckpt"  # Megatron's --save/--load directory under the run root
+SHARED_CHECKPOINTS_DIR = "checkpoints"  # converted and exported weights outlive a run: {mount}/checkpoints/{name}/
 TENSORBOARD_DIR = "tensorboard"
 TRAIN_LOG = "train.log"  # torchrun's complete output
 LAUNCH_LOG = "launch.log"  # what the launch command printed before and around torchrun

@@ -16,7 +16,10 @@ from ..check.facts import Facts
 from ..load.discover import lock_path
 from ..megatron.pretrain import vocab_size
 from ..megatron.checkpoint import SAVE_PROBE, complete_save_files
-from ..megatron.runfiles import CHECKPOINT_DIR, DATASETS_DIR, LATEST_CHECKPOINT, NODES_DIR, RUNTIME_PROBE
+from ..megatron.runfiles import (
+    RUN_CHECKPOINT_DIR, DATASETS_DIR, EXIT_RECORD, LATEST_CHECKPOINT, LAUNCH_LOG, NODES_DIR, RUNTIME_PROBE, RUNTIME_RECORD,
+    TRAIN_LOG,
+)
 from ..platform.engine import DEFAULT_MASTER_PORT, Engine, StepRequest
 from ..platform.images import ImagePins, image_pins
 from ..platform.prices import PRICES, PriceRow, cost_of
@@ -197,9 +200,10 @@ def _launch_plan(spec: Any, facts: Facts, pretrain: PretrainPlan | None, adapter
         tee=(Word.lit("tee"), Word.lit("-i")) + ((Word.lit("-a"),) if resume else ())
         + (Word((Var("TRAIN_LOG"),)),),
         env=tuple(sorted(env.items())), has_env=bool(env), resume=resume, runtime_probe=RUNTIME_PROBE,
-        checks_checkpoint=loads, checkpoint_dir=under("RUN_ROOT", CHECKPOINT_DIR), tracker=LATEST_CHECKPOINT,
+        checks_checkpoint=loads, checkpoint_dir=under("RUN_ROOT", RUN_CHECKPOINT_DIR), tracker=LATEST_CHECKPOINT,
         checkpoint_files=tuple(Word.lit(f) for f in complete_save_files(ckpt_format, facts.layout)),
         checkpoint_sharded=ckpt_format == "torch_dist", checkpoint_probe=SAVE_PROBE, train_iters=pretrain.train_iters if pretrain else 0,
+        train_log=TRAIN_LOG, launch_log=LAUNCH_LOG, exit_record=EXIT_RECORD, runtime_record=RUNTIME_RECORD,
         data=data_check(spec, facts),
     )
 

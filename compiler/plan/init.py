@@ -8,7 +8,7 @@ import math
 from typing import Any, Callable
 
 from ..check.facts import Facts
-from ..megatron.runfiles import CHECKPOINT_DIR
+from ..megatron.runfiles import RUN_CHECKPOINT_DIR
 from ..platform.engine import StepRequest
 from .types import InitPlan, Step
 
@@ -28,7 +28,7 @@ def init_plan(spec: Any, facts: Facts) -> InitPlan | None:
     return InitPlan(
         hf_path=init.huggingface.path, config=init.huggingface.config, config_sha256=config_digest(facts.hf_config),
         modelscope=init.huggingface.modelscope or "", converted=facts.converted,
-        checkpoint=f"{facts.run_root}/{CHECKPOINT_DIR}", export=init.export.path if init.export else "",
+        checkpoint=f"{facts.run_root}/{RUN_CHECKPOINT_DIR}", export=init.export.path if init.export else "",
         **({} if size is None else {"convert_gpus": size.gpus, "convert_tensor": size.tensor,
                                     "convert_expert": size.expert, "convert_gib_per_gpu": math.ceil(size.gib_per_gpu)}),
         export_gib=math.ceil(facts.export_gib or 0.0),

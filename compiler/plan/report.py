@@ -7,8 +7,8 @@ from typing import Any
 from ..check.facts import Facts
 from ..megatron.data import (LEVEL, TOKENS_PER_INPUT_BYTE, TOKENS_PER_SECOND_MAX, TOKENS_PER_SECOND_PER_WORKER,
                              estimate_prefix, token_bytes)
-from ..megatron.parallel import ORDER, RankLayout
-from ..megatron.runfiles import CHECKPOINT_DIR, EXIT_RECORD, RUNTIME_RECORD, TRAIN_LOG
+from ..megatron.parallel import RANK_ORDER, RankLayout
+from ..megatron.runfiles import RUN_CHECKPOINT_DIR, EXIT_RECORD, RUNTIME_RECORD, TRAIN_LOG
 from ..megatron.flags import STOP_FLAGS
 from ..megatron.stop import FIRST_SAVE_S, GRACE_MARGIN_S, SAVE_SHARE, SIGNAL, START_MARGIN_S, minutes
 from .types import LaunchPlan, PretrainPlan, ReportSection
@@ -52,7 +52,7 @@ def report(spec: Any, facts: Facts, groups: RankLayout, launch: LaunchPlan, refe
              else str(parallel.expert)),
             ("data (derived)", f"{parallel.data} = {world} / (tensor {parallel.tensor} × pipeline {parallel.pipeline} "
                                f"× context {parallel.context})"),
-            ("rank order", f"{'-'.join(ORDER)} (Megatron Core's default)"),
+            ("rank order", f"{'-'.join(RANK_ORDER)} (Megatron Core's default)"),
             ("tensor groups", _groups_text(groups.tensor)),
             ("context groups", _groups_text(groups.context)),
             ("data groups", _groups_text(groups.data)),
@@ -64,7 +64,7 @@ def report(spec: Any, facts: Facts, groups: RankLayout, launch: LaunchPlan, refe
             ("train log", f"{log_dir}/{TRAIN_LOG}"),
             ("runtime record", f"{log_dir}/{RUNTIME_RECORD}"),
             ("exit status record", f"{log_dir}/{EXIT_RECORD}"),
-            ("checkpoint", f"{run_root}/{CHECKPOINT_DIR}"),
+            ("checkpoint", f"{run_root}/{RUN_CHECKPOINT_DIR}"),
         )),
     ]
     if pretrain is not None:

@@ -78,6 +78,10 @@ class LaunchPlan(NamedTuple):
     checkpoint_sharded: bool  # torch_dist: a complete save also holds a *.distcp shard
     checkpoint_probe: str  # Python that checks each shard's length against .metadata (megatron/checkpoint.py)
     train_iters: int  # the last iteration: a stop that saved it ended a complete run (0: not pretrain)
+    train_log: str  # the run root's file names (megatron/runfiles.py), as verify.sh and the doctor read them
+    launch_log: str
+    exit_record: str
+    runtime_record: str
     data: "DataCheck"  # what launch.sh checks of the training data before torchrun
 
 

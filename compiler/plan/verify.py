@@ -12,7 +12,7 @@ from ..megatron.flags import arg_flag_name
 from ..megatron.parallel import ParallelLayout, RankLayout
 from ..megatron.pretrain import BOUNDED_EXAMPLE_ITERATIONS
 from ..megatron.runfiles import (
-    CHECKPOINT_DIR, EXIT_RECORD, LATEST_CHECKPOINT, RUNTIME_RECORD, TRAIN_LOG, checkpoint_iteration_dir,
+    RUN_CHECKPOINT_DIR, EXIT_RECORD, LATEST_CHECKPOINT, RUNTIME_RECORD, TRAIN_LOG, checkpoint_iteration_dir,
     worker_log_dir,
 )
 from ..megatron.data import MANIFEST_SUFFIX, Prefix, tokenizer_record
@@ -58,7 +58,7 @@ def verify_plan(spec: Any, layout: ParallelLayout, groups: RankLayout, pretrain:
                                  log, BOUNDED_EXAMPLE_ITERATIONS, gpus))
             checks.append(_check("check_count", f"'Successfully loaded the model' on every rank{who}",
                                  log, "Successfully loaded the model", gpus))
-    ckpt = CHECKPOINT_DIR + "/"
+    ckpt = RUN_CHECKPOINT_DIR + "/"
     if bounded:
         legacy = False
         ranks = shard_ranks(groups)

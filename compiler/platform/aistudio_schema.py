@@ -34,7 +34,7 @@ class SharedStorage(BaseModel):
     read_only: bool = False
 
 
-class AIStudioJob(BaseModel):
+class AIStudioJobDocument(BaseModel):
     """One AIStudio training job, as the platform's creation page asks for it."""
 
     model_config = ConfigDict(

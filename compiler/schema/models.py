@@ -3,14 +3,14 @@
 Optional pretrain fields default to Megatron-LM's own defaults, and the compiler passes a flag only
 for a field the spec sets, so an imported script round-trips to the same flags.
 
-Field names are the public interface (the spec's YAML keys). Cross-field rules live in rules.py,
-derived values in plan.py. Every string type rejects control characters: nothing a spec says may
-break a line in a generated artifact.
+Field names are the public interface (the spec's YAML keys). Cross-field rules live in
+check/rules/, derived values in check/facts.py. Every string type rejects control characters:
+nothing a spec says may break a line in a generated artifact.
 
 The compile path does not import this module: it validates with pydantic-core and the plain Record
-classes of compiler/spec.py, both derived from these models (compiler/coreschema.py). After
-changing a model, run `python -m compiler.coreschema` and `megatron-compile schema`; tests fail
-until both are regenerated.
+classes of schema/records.py, both derived from these models (schema/validator.py, with the core
+schema committed in schema/validator_schema.py). After changing a model, run `python -m
+compiler.schema.generate` and `megatron-compile schema`; tests fail until both are regenerated.
 """
 
 from __future__ import annotations

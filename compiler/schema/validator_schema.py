@@ -10,7 +10,7 @@ from . import formats, records
 
 PYDANTIC = '2.14.4'
 PYDANTIC_CORE = '2.50.5'
-KEY = '61795abd355a588c098880a665e49844'
+KEY = '1156e1b865da8e56f8027b32e35bbcbb'
 
 
 def schema() -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The batch: find the specs, run the one pass over each (stages.py), then act on it (write,
+"""The batch: find the specs, run the one pass over each (one_pass.py), then act on it (write,
 check, or keep the plan to explain).
 
 One spec's artifacts are in memory at a time, a large batch is spread over the CPUs, and outcomes
@@ -20,7 +20,7 @@ from .emit import check_outputs, write_outputs
 from .load.discover import bases_of, display_path, find_specs, recorded_path, repository_root
 from .load.override import Override
 from .plan.types import Plan
-from .stages import CompileResult, compile_spec
+from .one_pass import CompileResult, compile_spec
 
 
 class Options(NamedTuple):
