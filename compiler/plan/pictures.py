@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..megatron.memory import GB, MB
 from ..megatron.parallel import ParallelLayout, RankLayout
 from ..megatron.schedule import bubble_fraction, pp_rank_microbatches, timeline
 from .types import Picture, PretrainPlan, ScheduleSummary
@@ -90,6 +89,8 @@ def memory_picture(pretrain: PretrainPlan) -> Picture | None:
     if est.gpu_memory_gb is None:
         title = f"Peak estimate per GPU: {est.peak_mb:,.0f} MiB (GPU memory unknown)"
     else:
+        from ..megatron.memory import GB, MB  # deferred: specs with an estimate only (it loads the memory model)
+
         capacity = est.gpu_memory_gb * GB / MB
         title = (f"Peak estimate per GPU: {est.peak_mb:,.0f} MiB, {est.peak_fraction_of_gpu:.1%} of "
                  f"{est.gpu_memory_gb:g} GB")
