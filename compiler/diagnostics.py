@@ -137,6 +137,7 @@ CODES: dict[str, str] = {
     "megatron-validate-args": "a raw flag Megatron's parser accepts and its validate_args refuses at start",
     "megatron-needs-apex-or-te": "a configuration that crashes unless the image has Apex or Transformer Engine",
     "megatron-needs-te": "a configuration that crashes unless the image has Transformer Engine",
+    "megatron-needs-apex": "a configuration that crashes unless the image has Apex",
     "megatron-local-crash": "a configuration that crashes in Megatron whatever the image holds",
     "memory-over-capacity": "the peak memory estimate exceeds the GPU's memory",
     "memory-near-capacity": "the peak memory estimate is above 90% of the GPU's memory",

@@ -235,3 +235,33 @@ def test_launch_runs_torchrun_when_the_data_is_the_specs(tmp_path):
     _manifest(prefix)
     run = run_launch(script, tmp_path, gpus=1)
     assert (run.calls / "torchrun.argv").exists(), run.stderr
+
+
+# --- crashes the compiler knows, recognised in a log (the texts the H200 runs printed) -----------
+
+CRASH_TEXTS = [
+    ("[rank0]: AssertionError: sequence parallel not supported by torch LayerNorm", "megatron-needs-apex-or-te",
+     "training.sequence_parallel"),
+    ("[rank0]: RuntimeError: Output 0 of _ReduceFromModelParallelRegionBackward is a view and is being modified "
+     "inplace. This view was created inside a custom Function", "megatron-local-crash",
+     "training.model.disable_bias_linear"),
+    ("[rank0]: NameError: name 'FP8GlobalStateManager' is not defined", "megatron-needs-te", "training.args"),
+    ('[rank0]:   File "/opt/Megatron-LM/megatron/training/arguments.py", line 1344, in validate_args\n'
+     "[rank0]:     assert args.start_weight_decay is not None\n[rank0]: AssertionError", "megatron-validate-args",
+     "training.args"),
+    ("--checkpoint-activations is no longer valid, use --recompute-activations, or, for more control, "
+     "--recompute-granularity and --recompute-method.", "megatron-validate-args", "training.args"),
+]
+
+
+@pytest.mark.parametrize("text, cause, field", CRASH_TEXTS)
+def test_a_crash_the_compiler_knows_is_named_with_its_field(text, cause, field):
+    train = text + "\n" + BACKEND.format(r=1) + "\nRoot Cause (first observed failure):\n[0]:\n  rank      : 0 " \
+        "(local_rank: 0)\n  exitcode  : 1 (pid: 2)\n=====\n"
+    found = diagnose(RunFiles("/r", (WorkerFiles(0, "", train_log=train, exit_status="1\n",
+                                                 launch_log="launch.sh: torchrun starts\n"),)),
+                     Facts(workers=1, gpus_per_worker=2, is_pretrain=True))
+    assert found[0].cause == cause and found[0].fixes[0].field == field, found
+    if cause == "megatron-validate-args":
+        assert "arguments.py:" in found[0].summary
+    assert found[-1].cause == "nccl-error"

@@ -9,7 +9,7 @@ worker's death are consequences: failures.py orders these causes before `nccl-er
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import Any, Iterator
 
 from .failures_logs import (
     ITERATION, Detector, Evidence, DoctorFacts, Finding, Fix, Line, RunFiles, WorkerFiles, exit_code, exit_field, find, iteration_lines,
@@ -310,3 +310,64 @@ def stopped_saved(w: WorkerFiles, code: int | None, last: tuple[Evidence, ...]) 
          Fix("stop.time_limit_minutes / the engine's time limit", "longer, if the stop was the time limit")),
         worker=w.index,
     )
+
+
+@detector
+def known_crash(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+    """A crash the compiler knows the configuration of (megatron/kernels.py): named with the spec's field,
+    and whether an image with Transformer Engine or Apex would have run it."""
+    from .kernels import NEEDS
+
+    for w in files.workers:
+        lines = train_lines(w)
+        for need in NEEDS:
+            line = find(lines, need.signature) if need.signature else None
+            if line is None:
+                continue
+            where = " (an image with " + need.needs + " runs it)" if need.needs else " (whatever the image holds)"
+            field = ".".join(str(x) for x in need.field)
+            yield Finding(need.code, f"Megatron crashed on a configuration it does not support here{where}: "
+                          + need.cause, (line.evidence(),), (Fix(field, need.fix),), worker=w.index, rank=line.rank)
+            return
+
+
+# validate_args refusing the arguments at start: its assert's frame, or the message it printed or raised
+VALIDATE_FRAME = re.compile(r'megatron/training/arguments\.py", line (\d+), in validate_args')
+
+
+@detector
+def validate_refused(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+    from .validate import dests_read, refusal_statements
+
+    statements = refusal_statements()
+    for w in files.workers:
+        lines = train_lines(w)
+        hit: tuple[Line, dict[str, Any]] | None = None
+        for x in lines:
+            m = VALIDATE_FRAME.search(x.text)
+            st = next((s for s in statements if m and s["line"] == int(m.group(1))), None) if m else None
+            if st is None:
+                text = x.text
+                st = next((s for s in statements if s.get("message") and len(_literal(s["message"])) >= 24
+                           and _literal(s["message"]) in text), None)
+            if st is not None:
+                hit = (x, st)
+                break
+        if hit is None:
+            continue
+        line, st = hit
+        flags = [f"--{d.replace('_', '-')}" for d in dests_read(*st.get("guard", ()), *(
+            [st["test"]] if st["kind"] == "assert" else []))]
+        said = st.get("message") or f"assert {st.get('test')}"
+        yield Finding(
+            "megatron-validate-args", f"Megatron's validate_args refused the arguments at start "
+            f"(megatron/training/arguments.py:{st['line']} at 571370c8): {said}", (line.evidence(),),
+            (Fix("training.args", "the flags it reads: " + ", ".join(flags[:6]) + " (a raw flag, or the typed field "
+                 "that passes it); `megatron-compile` reports this before the job (megatron-validate-args)"),),
+            worker=w.index, rank=line.rank)
+        return
+
+
+def _literal(message: str) -> str:
+    """A message's text up to its first formatted value: what a log holds verbatim."""
+    return message.split("{", 1)[0].strip()

@@ -269,10 +269,11 @@ def killed_or_crashed(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
         if saved is not None:
             yield saved
             continue
-        if code in (143, 129, 130, 137) or (code is None and started):
-            hang = failures_causes.dataset_hang(files, facts)
+        if code not in (0, None) or (code is None and started):
+            hang = failures_causes.dataset_hang(files, facts)  # stopped (killed, timed out) in the index build
             if hang is not None:
                 yield hang
+        if code in (143, 129, 130, 137) or (code is None and started):
             done = failures_causes.killed_after_training(files, facts, w.index)
             if done is not None:
                 yield done

@@ -27,6 +27,8 @@ class RuntimeConfig(NamedTuple):
     bias_linear: bool  # Megatron's add_bias_linear: not training.model.disable_bias_linear
     recompute_granularity: str | None  # after --recompute-activations, which makes it "selective"
     recompute_modules: tuple[str, ...]  # Megatron's default ["core_attn"] (transformer_config.py:1583)
+    gradient_accumulation_fusion: bool = True  # Megatron's default (arguments.py:2600-2602, a store_false flag)
+    rope_fusion: bool = False  # apply_rope_fusion with rotary embeddings (Megatron's default: on)
 
 
 class Need(NamedTuple):
@@ -36,6 +38,7 @@ class Need(NamedTuple):
     field: tuple[str | int, ...]  # the spec field a diagnostic points at (refined by the rule for raw flags)
     cause: str  # what Megatron does, with its file:line at the pinned commit
     fix: str
+    signature: str = ""  # what the crash prints (a regex), for the doctor to recognise it in a log
 
 
 def _local(c: RuntimeConfig) -> bool:
@@ -54,7 +57,25 @@ NEEDS: tuple[Need, ...] = (
          "torch's, which asserts 'sequence parallel not supported by torch LayerNorm' when the first "
          "TransformerLayer is built (megatron/core/transformer/torch_norm.py:50)",
          "set training.model.transformer_impl: transformer_engine (an image with Transformer Engine), or "
-         "sequence_parallel: false"),
+         "sequence_parallel: false", r"sequence parallel not supported by torch LayerNorm"),
+    Need("megatron-needs-apex",
+         lambda c: _local(c) and c.gradient_accumulation_fusion, "Apex (its fused_weight_gradient_mlp_cuda extension)",
+         ("training", "fused_kernels"),
+         "gradient accumulation fusion (on unless --no-gradient-accumulation-fusion) in the local implementation's "
+         "linear layers needs Apex's fused_weight_gradient_mlp_cuda: without it ColumnParallelLinear raises "
+         "'RuntimeError: ColumnParallelLinear was called with gradient_accumulation_fusion set to True but the custom "
+         "CUDA extension fused_weight_gradient_mlp_cuda module is not found' "
+         "(megatron/core/tensor_parallel/layers.py:956)",
+         "set training.fused_kernels: false (it passes --no-gradient-accumulation-fusion), or use an image with Apex",
+         r"fused_weight_gradient_mlp_cuda module is not found"),
+    Need("megatron-needs-te",
+         lambda c: _local(c) and c.rope_fusion, "Transformer Engine (1.4 or newer)",
+         ("training", "fused_kernels"),
+         "rotary embeddings with rope fusion on (Megatron's default) need Transformer Engine's fused kernel: without "
+         "it TransformerConfig raises 'apply_rope_fusion is not available. Please install TE >= 1.4.' "
+         "(megatron/core/transformer/transformer_config.py:1961)",
+         "set training.fused_kernels: false (it passes --no-rope-fusion), or use an image with Transformer Engine",
+         r"apply_rope_fusion is not available"),
     Need("megatron-local-crash",
          lambda c: _local(c) and c.num_experts is not None and c.bias_linear, "",
          ("training", "model", "disable_bias_linear"),
@@ -62,7 +83,8 @@ NEEDS: tuple[Need, ...] = (
          "tensor-parallel reduction, a view: the first forward raises 'RuntimeError: Output 0 of "
          "_ReduceFromModelParallelRegionBackward is a view and is being modified inplace' "
          "(megatron/core/transformer/mlp.py:348)",
-         "set training.model.disable_bias_linear: true (the same model without biases runs)"),
+         "set training.model.disable_bias_linear: true (the same model without biases runs)",
+         r"_ReduceFromModelParallelRegionBackward is a view and is being modified inplace"),
     Need("megatron-local-crash",
          lambda c: _local(c) and _selective(c, "mlp"), "",
          ("training", "args"),
@@ -78,7 +100,7 @@ NEEDS: tuple[Need, ...] = (
          "FP8GlobalStateManager: without Transformer Engine it raises \"NameError: name "
          "'FP8GlobalStateManager' is not defined\" (megatron/core/tensor_parallel/random.py:667)",
          "remove layernorm from --recompute-modules, or use an image with Transformer Engine "
-         "(transformer_impl: transformer_engine)"),
+         "(transformer_impl: transformer_engine)", r"name 'FP8GlobalStateManager' is not defined"),
 )
 
 
@@ -97,6 +119,9 @@ def runtime_config(t: Any, tensor: int, values: dict[str, Any]) -> RuntimeConfig
         bias_linear=not t.model.disable_bias_linear,
         recompute_granularity=granularity if isinstance(granularity, str) else None,
         recompute_modules=tuple(str(m) for m in modules),
+        gradient_accumulation_fusion=t.fused_kernels and values.get("gradient_accumulation_fusion") is not False,
+        rope_fusion=(t.fused_kernels and t.model.position_embedding == "rope"
+                     and values.get("apply_rope_fusion") is not False),
     )
 
 

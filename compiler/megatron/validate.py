@@ -286,3 +286,33 @@ def refusals(values: dict[str, Any], world_size: int, limit: int = 8) -> list[Re
     state.keep_going = True
     _run(_data()["program"], state)
     return state.found[:limit]
+
+
+# --- for the doctor: a refusal seen in a log, back to its statement ----------------------------------
+
+
+def _statements(block: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for st in block:
+        if st["kind"] in ("assert", "refuse"):
+            out.append(st)
+        elif st["kind"] == "if":
+            out += [dict(x, guard=x.get("guard", ()) + (st["test"],)) for x in _statements(st["body"])]
+            out += [dict(x, guard=x.get("guard", ()) + (f"not ({st['test']})",)) for x in _statements(st["orelse"])]
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def refusal_statements() -> tuple[dict[str, Any], ...]:
+    """Every assert, exit and raise of validate_args, each with the tests that guard it."""
+    return tuple(_statements(_data()["program"]))
+
+
+def dests_read(*sources: str) -> tuple[str, ...]:
+    """The args.X that expressions read, in order of first appearance."""
+    seen: dict[str, None] = {}
+    for source in sources:
+        for node in ast.walk(_parse(source)):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "args":
+                seen.setdefault(node.attr)
+    return tuple(seen)

@@ -135,8 +135,8 @@ def check_kernel_needs(ctx: RuleContext) -> Iterator[Diagnostic]:
             index = where.get("recompute_modules")
             path = ("training", "args", index) if index is not None else ("training",)
         if need.needs:
-            message = (f"{need.cause}; it runs only on an image with {need.needs}, and transformer_impl: local says "
-                       "the spec expects one without")
+            message = (f"{need.cause}; it runs only on an image with {need.needs}, which transformer_impl: local "
+                       "does not need and so the spec does not promise")
             yield ctx.locate(need.code, message, path, severity=Severity.WARNING, hint=need.fix)
         else:
             yield ctx.locate(need.code, f"{need.cause}, whatever the image holds", path, hint=need.fix)
