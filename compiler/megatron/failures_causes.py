@@ -237,7 +237,8 @@ def vanished_worker(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
         if exit_code(w) is None and started is not None:
             lines = train_lines(w)
             last = next((x for x in reversed(lines) if x.text.strip()), None)
-            ranks = f"ranks {w.index * facts.gpus_per_worker}-{(w.index + 1) * facts.gpus_per_worker - 1}"
+            g = facts.gpus_per_worker
+            ranks = f"rank {w.index}" if g == 1 else f"ranks {w.index * g}-{(w.index + 1) * g - 1}"
             yield Finding(
                 "worker-vanished", f"worker {w.index} ({ranks}) vanished while training: no exit record and its "
                 "log stops, while its peers recorded theirs; the NCCL errors on its peers follow from it",
@@ -271,9 +272,13 @@ def collective_timeout(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]
     who = (f"rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing[:8]))} never arrived"
            if missing else "every rank reported the timeout: the slowest never arrived at the same collective")
     worker = (missing[0] // facts.gpus_per_worker) if missing and facts.gpus_per_worker else None
+    # where the rank that never arrived was: the last line its worker logged
+    last = None
+    if worker is not None and worker < len(files.workers):
+        last = next((x for x in reversed(train_lines(files.workers[worker])) if x.text.strip()), None)
     yield Finding(
         "collective-timeout", f"a collective{' (' + op.group(1) + ')' if op else ''} timed out{minutes}: {who}",
-        (first.evidence(),),
+        (first.evidence(),) + ((last.evidence(),) if last is not None else ()),
         (Fix("training.args", "--distributed-timeout-minutes N: longer than the slowest step between collectives "
              "(a checkpoint save, the dataset build), if the missing rank was only slow"),
          Fix("(the missing rank)", "its log's last lines say what it was doing: a crash, a hang, or a slow save")),
