@@ -15,7 +15,9 @@ from .failures_logs import (
     ITERATION, Detector, Evidence, DoctorFacts, Finding, Fix, Line, RunFiles, WorkerFiles, exit_code, exit_field, find, iteration_lines,
     last_rank_worker, launch_lines, registry, train_lines,
 )
+from .kernels import NEEDS
 from .runfiles import RUN_CHECKPOINT_DIR
+from .validate import dests_read, refusal_statements
 
 DETECTORS: list[Detector] = []
 detector = registry(DETECTORS)
@@ -318,11 +320,9 @@ def stopped_saved(w: WorkerFiles, code: int | None, last: tuple[Evidence, ...]) 
 
 
 @detector
-def known_crash(files: RunFiles, facts: Facts) -> Iterator[Finding]:
+def known_crash(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     """A crash the compiler knows the configuration of (megatron/kernels.py): named with the spec's field,
     and whether an image with Transformer Engine or Apex would have run it."""
-    from .kernels import NEEDS
-
     for w in files.workers:
         lines = train_lines(w)
         for need in NEEDS:
@@ -341,9 +341,7 @@ VALIDATE_FRAME = re.compile(r'megatron/training/arguments\.py", line (\d+), in v
 
 
 @detector
-def validate_refused(files: RunFiles, facts: Facts) -> Iterator[Finding]:
-    from .validate import dests_read, refusal_statements
-
+def validate_refused(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     statements = refusal_statements()
     for w in files.workers:
         lines = train_lines(w)
