@@ -260,7 +260,7 @@ def test_a_crash_the_compiler_knows_is_named_with_its_field(text, cause, field):
         "(local_rank: 0)\n  exitcode  : 1 (pid: 2)\n=====\n"
     found = diagnose(RunFiles("/r", (WorkerFiles(0, "", train_log=train, exit_status="1\n",
                                                  launch_log="launch.sh: torchrun starts\n"),)),
-                     Facts(workers=1, gpus_per_worker=2, is_pretrain=True))
+                     DoctorFacts(workers=1, gpus_per_worker=2, is_pretrain=True))
     assert found[0].cause == cause and found[0].fixes[0].field == field, found
     if cause == "megatron-validate-args":
         assert "arguments.py:" in found[0].summary
