@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Final, Iterator, NamedTuple
 
 from .engine import DEFAULT_MASTER_PORT, Document, DocumentFile, EngineFacts, EnvParam, Finding, NodeEnv, StepRequest
+from ..schema.records import JobSpec
 from .images import ImagePins
 
 # AIStudio refuses these mount points and anything below them.
@@ -90,7 +91,7 @@ class AIStudio:
     def document(self, kind: str) -> DocumentFile:
         return DocumentFile(JOB_FILE if kind == "train" else f"job-{kind}.json", None)
 
-    def job(self, request: StepRequest, spec: Any, pins: ImagePins) -> AIStudioJob:
+    def job(self, request: StepRequest, spec: JobSpec, pins: ImagePins) -> AIStudioJob:
         return AIStudioJob(
             name=request.name, image=pins.job_image, workers=request.nodes, gpus_per_worker=request.gpus_per_node,
             worker_flavor=request.flavor, rdma=request.rdma, slow_training_detection=request.slow_training_detection,

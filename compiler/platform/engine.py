@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, NamedTuple, Protocol, runtime_checkable
 
+from ..schema.records import JobSpec
 from .images import ImagePins
 
 # torchrun's default rendezvous port, where an engine does not set one.
@@ -157,7 +158,7 @@ class Engine(Protocol):
         """The job document of a step of this kind."""
         ...
 
-    def job(self, request: StepRequest, spec: Any, pins: ImagePins) -> Job:
+    def job(self, request: StepRequest, spec: JobSpec, pins: ImagePins) -> Job:
         """The job of one step, from what it asks, the spec's engine section and the image pins."""
         ...
 

@@ -14,6 +14,7 @@ import re
 from typing import Any, Iterator, NamedTuple
 
 from .engine import Document, DocumentFile, EngineFacts, EnvParam, Finding, NodeEnv, StepRequest
+from ..schema.records import JobSpec
 from .images import ImagePins
 
 TRAINJOB_FILE = "trainjob.yaml"
@@ -90,8 +91,9 @@ class Kubernetes:
     def document(self, kind: str) -> DocumentFile:
         return DocumentFile(TRAINJOB_FILE if kind == "train" else f"trainjob-{kind}.yaml", None)
 
-    def job(self, request: StepRequest, spec: Any, pins: ImagePins) -> KubeJob:
+    def job(self, request: StepRequest, spec: JobSpec, pins: ImagePins) -> KubeJob:
         k = spec.kubernetes
+        assert k is not None  # the platform-section rule refuses a spec without it
         return KubeJob(
             file=self.document(request.kind).file, name=request.name, namespace=k.namespace, runtime=k.runtime,
             nodes=request.nodes, gpus_per_node=request.gpus_per_node, image=pins.kubernetes_image,

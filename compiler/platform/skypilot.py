@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Iterator, NamedTuple
 
 from .engine import DEFAULT_MASTER_PORT, Document, DocumentFile, EngineFacts, EnvParam, Finding, NodeEnv, StepRequest
+from ..schema.records import JobSpec
 from .images import ImagePins
 
 TASK_FILE = "task.yaml"
@@ -94,8 +95,9 @@ class SkyPilot:
     def document(self, kind: str) -> DocumentFile:
         return DocumentFile(TASK_FILE if kind == "train" else f"task-{kind}.yaml", TASK_TEMPLATE)
 
-    def job(self, request: StepRequest, spec: Any, pins: ImagePins) -> SkyPilotJob:
+    def job(self, request: StepRequest, spec: JobSpec, pins: ImagePins) -> SkyPilotJob:
         sky = spec.skypilot
+        assert sky is not None  # the platform-section rule refuses a spec without it
         gpu = sky.accelerator or spec.resources.worker_flavor
         return SkyPilotJob(
             file=self.document(request.kind).file, name=request.name, nodes=request.nodes,

@@ -12,6 +12,7 @@ import re
 from typing import Any, Iterator, NamedTuple
 
 from .engine import DEFAULT_MASTER_PORT, Document, DocumentFile, EngineFacts, EnvParam, Finding, NodeEnv, StepRequest
+from ..schema.records import JobSpec
 from .images import ImagePins
 
 BATCH_FILE = "job.sbatch"
@@ -109,8 +110,9 @@ class Slurm:
     def document(self, kind: str) -> DocumentFile:
         return DocumentFile(BATCH_FILE if kind == "train" else f"job-{kind}.sbatch", BATCH_TEMPLATE)
 
-    def job(self, request: StepRequest, spec: Any, pins: ImagePins) -> SlurmJob:
+    def job(self, request: StepRequest, spec: JobSpec, pins: ImagePins) -> SlurmJob:
         s = spec.slurm
+        assert s is not None  # the platform-section rule refuses a spec without it
         return SlurmJob(
             file=self.document(request.kind).file, name=request.name, partition=s.partition, account=s.account,
             has_account=s.account is not None, nodes=request.nodes, gpus_per_node=request.gpus_per_node,
