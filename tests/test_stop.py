@@ -297,3 +297,55 @@ def test_a_shard_cut_short_falls_back_with_the_real_probe(tmp_path, launch):
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "calls" / "torchrun.argv").read_text().split("\0")[-3:-1] == ["--ckpt-step", "50"]
     assert f"({shard} holds 100 bytes of the" in (run_root / "launch.log").read_text()
+
+
+def test_megatron_stopping_on_its_own_time_limit_is_a_stop_that_saved(tmp_path, launch):
+    """--exit-duration-in-mins: Megatron saves and exits 0 before the last iteration; the launch
+    records a stop that saved and exits 143, so the engine restarts the job."""
+    run_root, env = _setup(tmp_path, launch)
+    write_exe(tmp_path / "bin" / "torchrun", """
+        dir="$RUN_ROOT_FOR_STUB/ckpt/iter_0000042"
+        mkdir -p "$dir"
+        for f in common.pt __0_0.distcp .metadata metadata.json; do echo x >"$dir/$f"; done
+        printf 42 >"$RUN_ROOT_FOR_STUB/ckpt/latest_checkpointed_iteration.txt"
+        echo "exiting program after 54.0 minutes"
+    """)
+    proc = subprocess.run(["bash", str(tmp_path / "launch.sh")], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 143
+    assert (run_root / "exit_status").read_text().splitlines() == [
+        "143", "stopped: Megatron's exit condition (--exit-duration-in-mins or --exit-interval)",
+        "saved_iteration: 42", "torchrun_status: 0"]
+
+
+def test_a_finished_run_records_0(tmp_path, launch):
+    run_root, env = _setup(tmp_path, launch)
+    write_exe(tmp_path / "bin" / "torchrun", """
+        dir="$RUN_ROOT_FOR_STUB/ckpt/iter_0000200"
+        mkdir -p "$dir"
+        printf 200 >"$RUN_ROOT_FOR_STUB/ckpt/latest_checkpointed_iteration.txt"
+    """)
+    proc = subprocess.run(["bash", str(tmp_path / "launch.sh")], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and (run_root / "exit_status").read_text() == "0\n"
+
+
+@pytest.mark.parametrize("srun_status, requeued", [(143, True), (1, False), (0, False)])
+def test_job_sbatch_requeues_a_launch_that_stopped_on_its_own(tmp_path, srun_status, requeued):
+    import re
+
+    text = (REPO / "generated" / "gpt-7b-slurm" / "job.sbatch").read_text()
+    text = re.sub(r"^RUN_ROOT=.*$", f"RUN_ROOT='{tmp_path / 'run'}'", text, count=1, flags=re.M)
+    (tmp_path / "job.sbatch").write_text(text)
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    calls.mkdir()
+    write_exe(bin_dir / "scontrol", """
+        printf '%s\\n' "$*" >> "$STUB_CALLS/scontrol"
+        [ "$1" = show ] && echo node0
+        exit 0
+    """)
+    write_exe(bin_dir / "srun", f"exit {srun_status}\n")
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "STUB_CALLS": str(calls), "SLURM_JOB_ID": "7",
+           "SLURM_JOB_NODELIST": "node0", "HOME": str(tmp_path)}
+    proc = subprocess.run(["bash", str(tmp_path / "job.sbatch")], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == srun_status
+    assert ("requeue 7" in (calls / "scontrol").read_text()) == requeued

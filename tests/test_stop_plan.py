@@ -57,7 +57,7 @@ def test_the_flags_are_in_every_pretrain_launch_and_the_duration_under_a_limit()
         text = (GENERATED / stem / "launch.sh").read_text()
         assert "  --exit-signal-handler \\\n" in text, stem
     assert "--exit-duration-in-mins 7192" in (GENERATED / "gpt-7b-slurm" / "launch.sh").read_text()
-    assert "--exit-duration-in-mins" not in (GENERATED / "gpt-7b-k8s" / "launch.sh").read_text()
+    assert "  --exit-duration-in-mins" not in (GENERATED / "gpt-7b-k8s" / "launch.sh").read_text()
     assert "  --exit-signal-handler" not in (GENERATED / "tp2" / "launch.sh").read_text()  # not pretrain_gpt.py
 
 
