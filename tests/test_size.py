@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from compiler.megatron.pretrain import PipelineSplit, pipeline_split_refusal
+
 from compiler.commands.size import (
     Candidate, ModelFacts, candidate_layouts, compile_candidate, main, world_shapes,
 )
@@ -78,7 +80,7 @@ def test_explain_rank_shows_the_terms() -> None:
     assert "[not measured]" in out
     rows = size_json("specs/gpt-7b.yaml", "--top", "3", "--explain-rank")["layouts"]
     for row in rows:
-        assert sum(t["seconds"] for t in row["terms"] if t["exposed"]) * 1e3 == pytest.approx(row["step_ms"], abs=0.1)
+        assert sum(t["ms"] for t in row["terms"] if t["exposed"]) == pytest.approx(row["step_ms"], abs=0.1)
 
 
 def test_candidates_obey_megatrons_divisibility() -> None:
@@ -91,7 +93,9 @@ def test_candidates_obey_megatrons_divisibility() -> None:
         assert 32 % c.pipeline == 0 and 512 % (c.micro * c.data) == 0
         assert c.context == 1 or 4096 % (2 * c.context) == 0
         if c.virtual_pipeline is not None:
-            assert c.pipeline > 2 and (32 // c.pipeline) % c.virtual_pipeline == 0
+            # the pipeline rule's own check (pretrain.pipeline_split_refusal): with p2p overlap on, PP > 1
+            assert c.pipeline > 1 and (32 // c.pipeline) % c.virtual_pipeline == 0
+            assert pipeline_split_refusal(PipelineSplit(32, c.pipeline, c.virtual_pipeline)) is None
     assert Candidate(4, 8, 4, 2, 1, 1, None, "selective", True) in cands  # the spec's own layout
     assert not any(c.tensor == 16 for c in candidate_layouts(facts, 512, 32, 8))
 
@@ -120,3 +124,53 @@ def test_usage_errors() -> None:
     assert run_size("specs/gpt-7b.yaml", "--top", "0")[0] == 2
     code, _, err = run_size("specs/pretrain-mock.yaml", "--top", "2", "--rank", "gpu-hours")
     assert code == 0, err
+
+
+def test_init_from_specs_are_sized() -> None:
+    # issue 26: the derived model of init_from is what size enumerates over (it crashed on None before)
+    code, out, err = run_size("specs/qwen3-0.6b.yaml", "--top", "2", "--max-gpus", "8")
+    assert code == 0, err
+    assert "GPUs" in out
+
+
+def test_json_has_tie_groups_terms_and_the_virtual_pipeline_size() -> None:
+    doc = size_json("specs/gpt-7b.yaml", "--top", "6")
+    assert doc["model_error"] > 0 and doc["tie_groups"]
+    ranks = [r for group in doc["tie_groups"] for r in group]
+    assert ranks == list(range(1, len(doc["layouts"]) + 1))
+    for row in doc["layouts"]:
+        assert {"compute", "optimizer"} <= {t["name"] for t in row["terms"]}
+        members = next(g for g in doc["tie_groups"] if row["rank"] in g)
+        assert row["tie_group"] == doc["tie_groups"].index(members) + 1
+        if row["layers_per_virtual_stage"] is not None:
+            per_stage = 32 // row["pipeline"]
+            assert row["virtual_pipeline"] in (None, per_stage // row["layers_per_virtual_stage"])
+    first = doc["layouts"][0]["step_ms"]
+    for row in doc["layouts"]:
+        if row["tie_group"] == 1:
+            assert row["step_ms"] <= first * (1 + doc["model_error"]) + 0.1
+
+
+def test_ties_group_within_the_model_error() -> None:
+    from compiler.commands.size import tie_groups
+
+    class S:
+        def __init__(self, seconds: float) -> None:
+            self.step = type("T", (), {"seconds": seconds})()
+
+    assert tie_groups([S(1.0), S(1.05), S(1.2), S(1.25), S(2.0)], 0.1) == [[1, 2], [3, 4], [5]]  # type: ignore[list-item]
+
+
+def test_context_parallelism_is_not_free_in_size() -> None:
+    from compiler.commands.size import Candidate, size_candidate
+    from compiler.megatron.gpus import GPUS
+    from compiler.one_pass import compile_spec
+
+    spec = compile_spec(str(REPO / "specs" / "gpt-7b.yaml"), "specs/gpt-7b.yaml", render_files=False).spec
+    times = []
+    for cp in (1, 2, 4):
+        c = Candidate(1, 8, 1, 1, cp, 1, None, "full", True)
+        sized = size_candidate(spec, c, GPUS["h200"])
+        assert sized is not None
+        times.append(sized.step.term("cp").seconds)
+    assert times[0] == 0 and times[1] > 0 and times[2] > times[1]

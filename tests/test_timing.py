@@ -1,4 +1,5 @@
-"""compiler/megatron/timing.py: Megatron's FLOPs exactly, the bubble, and every step-time term."""
+"""compiler/megatron/timing.py and its parts: Megatron's FLOPs exactly, the measured rates, the stage work,
+the communication terms and the schedule; tools/validate_timing.py's worst fold held here."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import pytest
 
 from compiler.megatron.gpus import GPUS, LINK_EFFICIENCY, gpu_named, gpu_of_flavor, worker_network
 from compiler.megatron.flops import FlopsArgs, flops_split, num_floating_point_operations
-from compiler.megatron.timing import (
-    LOGITS_BYTES_PER_ELEMENT, Calibration, Parallel, spec_step_time, step_time, training_time, work,
-)
+from compiler.megatron import comm_time, rates
+from compiler.megatron.layer_time import Model, stage_work
+from compiler.megatron.timing import Parallel, spec_step_time, step_time, training_time
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
@@ -82,114 +83,124 @@ def test_not_ported_branches_refuse() -> None:
             num_floating_point_operations(LLAMA8B._replace(**change), 1)  # type: ignore[arg-type]
 
 
-def test_compute_term_is_flops_over_peak_times_utilisation() -> None:
-    step = step_time(LLAMA8B, one_gpu(), H200, params_per_rank=8e9, utilisation=0.5)
-    flops = num_floating_point_operations(LLAMA8B, 8)
-    assert step.term("compute").seconds == pytest.approx(flops / (989.5e12 * 0.5))
-    for name in ("bubble", "tp", "cp", "dp-grads", "pp"):
-        assert step.term(name).seconds == 0.0
-    assert step.tflops_per_gpu == pytest.approx(flops / step.seconds / 1e12)
-    assert step.tokens_per_second == pytest.approx(8 * 4096 / step.seconds)
+def step(args: FlopsArgs = LLAMA8B, **kw: object) -> object:
+    return step_time(args, one_gpu(**kw), H200, 8e9)
+
+
+TINY = FlopsArgs(num_layers=2, hidden_size=256, num_attention_heads=4, kv_channels=64, ffn_hidden_size=1024,
+                 seq_length=256, padded_vocab_size=32000)
+L4 = FlopsArgs(num_layers=4, hidden_size=1024, num_attention_heads=16, kv_channels=64, ffn_hidden_size=4096,
+               seq_length=2048, padded_vocab_size=32000)
+
+
+def test_gemm_table_interpolates_between_measured_points() -> None:
+    # on a grid point the table's own time comes back; between points the rate lies between its neighbours'
+    row = next(r for r in rates.table()["gemm_bf16"] if (r["m"], r["n"], r["k"]) == (2048, 2048, 2048))
+    assert rates.gemm_seconds(2048, 2048, 2048) == pytest.approx(row["fwd_s"], rel=1e-9)
+    rate = lambda m, n, k: 2 * m * n * k / rates.gemm_seconds(m, n, k)  # noqa: E731
+    assert min(rate(2048, 2048, 2048), rate(8192, 2048, 2048)) <= rate(4096, 2048, 2048) <= max(
+        rate(2048, 2048, 2048), rate(8192, 2048, 2048))
+    assert rate(8192, 8192, 8192) > 10 * rate(128, 128, 128)  # small GEMMs reach far less of the peak
+
+
+def test_measured_rates_are_physical() -> None:
+    assert 3.0e12 < rates.hbm_bytes_per_second() < 4.8e12  # under the 4.8 TB/s datasheet
+    assert 1e-6 < rates.host_seconds_per_launch() < 1e-4
+    assert rates.adam_seconds(2**27) > rates.adam_seconds(2**24) > 0
+    assert 5e-12 < rates.attention_score_seconds(4096) < 1e-10
+
+
+def test_recompute_adds_the_forward_only() -> None:
+    par = one_gpu(local_attention=True, fused_kernels=False)
+    plain = stage_work(L4, Model(), par, 4, True, True)
+    full = stage_work(L4, Model(), par._replace(recompute="full", recompute_method="uniform", recompute_num_layers=1),
+                      4, True, True)
+    selective = stage_work(L4, Model(), par._replace(recompute="selective"), 4, True, True)
+    assert plain.recompute == 0 and full.recompute > selective.recompute > 0
+    # a forward is about a third of forward + backward
+    assert 0.2 < (full.gpu - plain.gpu) / (plain.gpu - plain.head - plain.embedding) < 0.5
+
+
+def test_last_stage_carries_the_head_first_the_embedding() -> None:
+    par = one_gpu(pipeline=2, local_attention=True, fused_kernels=False)
+    first = stage_work(L4, Model(), par, 2, True, False)
+    last = stage_work(L4, Model(), par, 2, False, True)
+    assert first.head == 0 and last.head > 0 and first.embedding > 0 and last.embedding == 0
+    big = stage_work(L4._replace(padded_vocab_size=256000), Model(), par, 2, False, True)
+    assert big.head > 5 * last.head
+
+
+def test_tiny_models_are_host_bound() -> None:
+    s = step_time(TINY, one_gpu(micro_batch=2, global_batch=8, local_attention=True, fused_kernels=False), H200, 1e7)
+    assert all(st.host_s > st.gpu_s for st in s.stages)
+    big = step_time(L4, one_gpu(micro_batch=4, global_batch=4, local_attention=True, fused_kernels=False), H200, 8.5e7)
+    assert all(st.gpu_s > st.host_s for st in big.stages)
 
 
 def test_bubble_1f1b_and_interleaved() -> None:
-    par = one_gpu(pipeline=4, global_batch=16, gpus_per_worker=4)
-    step = step_time(LLAMA8B, par, H200, 2e9, utilisation=0.5)
-    busy = sum(step.term(n).seconds for n in ("compute", "attention-memory", "elementwise", "logits-memory"))
-    assert step.term("bubble").seconds == pytest.approx(busy * 3 / 16)
-    inter = step_time(LLAMA8B, par._replace(virtual_pipeline=2), H200, 2e9, utilisation=0.5)
-    assert inter.term("bubble").seconds == pytest.approx(busy * 3 / 32)
+    base = dict(pipeline=4, global_batch=16, gpus_per_worker=4)
+    plain = step(**base)
+    inter = step(virtual_pipeline=2, **base)
+    per_mb = sum(s.microbatch_s for s in plain.stages) / len(plain.stages)
+    assert plain.term("bubble").seconds == pytest.approx(3 * per_mb)
+    assert inter.term("bubble").seconds == pytest.approx(plain.term("bubble").seconds / 2, rel=1e-6)
 
 
-def test_last_stage_carries_the_logits() -> None:
-    split = flops_split(LLAMA8B, 8)
-    step = step_time(LLAMA8B, one_gpu(pipeline=2, gpus_per_worker=2), H200, 4e9, utilisation=1.0)
-    assert step.term("compute").seconds == pytest.approx((split.per_layer * 16 + split.logits) / 989.5e12)
+def test_ring_latency_plus_bytes() -> None:
+    assert comm_time.ring(1, 1e9, 100, 1e-5, True) == 0
+    assert comm_time.ring(8, 1e9, 100, 1e-5, True) == pytest.approx(1e-5 + 2 * 7 / 8 * 1e9 / (100e9 * 0.8))
+    assert comm_time.ring(8, 1e9, 100, 1e-5, False) == pytest.approx(1e-5 + 7 / 8 * 1e9 / (100e9 * 0.8))
 
 
-def test_recompute_adds_a_forward() -> None:
-    base = step_time(LLAMA8B, one_gpu(), H200, 8e9, utilisation=0.5).term("compute").seconds
-    split = flops_split(LLAMA8B, 8)
-    full = step_time(LLAMA8B, one_gpu(recompute="full", recompute_method="uniform", recompute_num_layers=1),
-                     H200, 8e9, utilisation=0.5)
-    assert full.term("compute").seconds - base == pytest.approx(split.per_layer * 32 / 3 / (989.5e12 * 0.5))
-    block = step_time(LLAMA8B, one_gpu(recompute="full", recompute_method="block", recompute_num_layers=8),
-                      H200, 8e9, utilisation=0.5)
-    assert block.term("compute").seconds - base == pytest.approx((full.term("compute").seconds - base) / 4)
-    sel = step_time(LLAMA8B, one_gpu(recompute="selective"), H200, 8e9, utilisation=0.5)
-    assert sel.term("compute").seconds - base == pytest.approx(split.core_attention / 3 / (989.5e12 * 0.5))
+def test_tp_terms_and_their_overlap() -> None:
+    tp1, tp4 = step(), step(tensor=4, gpus_per_worker=4)
+    assert tp1.term("tp").seconds == 0 and tp4.term("tp").seconds > 0
+    hidden = step(tensor=4, gpus_per_worker=4, tp_comm_overlap=True)
+    assert hidden.term("tp").seconds == pytest.approx(tp4.term("tp").seconds)
+    assert hidden.seconds < tp4.seconds  # only part of it stays exposed
 
 
-def test_tp_term_counts_four_all_reduces_per_layer() -> None:
-    par = one_gpu(tensor=8, gpus_per_worker=8, global_batch=2)
-    step = step_time(LLAMA8B, par, H200, 1e9, utilisation=0.5)
-    message = 1 * 4096 * 4096 * 2
-    one = 2 * 7 / 8 * message / (450e9 * LINK_EFFICIENCY)
-    assert step.term("tp").seconds == pytest.approx(32 * 2 * 4 * one)
-    assert step.term("tp").exposed and not step.term("tp").measured
-    # sequence parallel moves the same bytes; full recompute repeats the forward's two
-    assert step_time(LLAMA8B, par._replace(sequence_parallel=True), H200, 1e9, 0.5).term("tp").seconds == \
-        pytest.approx(step.term("tp").seconds)
-    full = step_time(LLAMA8B, par._replace(recompute="full", recompute_method="uniform", recompute_num_layers=1),
-                     H200, 1e9, 0.5)
-    assert full.term("tp").seconds == pytest.approx(step.term("tp").seconds * 6 / 4)
+def test_context_parallelism_is_not_free() -> None:
+    # CP ranks each hold the whole weights: K/V exchanges and their latency are never fully hidden
+    base = dict(data=1, global_batch=8, gpus_per_worker=8, fused_kernels=True, stack="te")
+    cp2 = step(context=2, **base)
+    assert cp2.term("cp").seconds > 0
+    exposed = [t for t in cp2.terms if t.name.startswith("cp") and t.exposed]
+    assert exposed and sum(t.seconds for t in exposed) > 0
 
 
-def test_dp_terms_all_reduce_or_reduce_scatter_and_their_links() -> None:
-    params = 1e9
-    inside = one_gpu(data=8, gpus_per_worker=8, global_batch=8)
-    ar = step_time(LLAMA8B, inside, H200, params, 0.5).term("dp-grads")
-    assert ar.seconds == pytest.approx(2 * 7 / 8 * params * 4 / (450e9 * LINK_EFFICIENCY)) and ar.exposed
-    dist = step_time(LLAMA8B, inside._replace(distributed_optimizer=True), H200, params, 0.5)
-    assert dist.term("dp-grads").seconds == pytest.approx(ar.seconds / 2)
-    assert dist.term("dp-params").seconds == pytest.approx(7 / 8 * params * 2 / (450e9 * LINK_EFFICIENCY))
-    across = one_gpu(data=16, gpus_per_worker=8, workers=2, global_batch=16, rdma=True)
-    net = step_time(LLAMA8B, across, H200, params, 0.5).term("dp-grads")
-    assert net.seconds == pytest.approx(2 * 15 / 16 * params * 4 / (50e9 * LINK_EFFICIENCY))
-    tcp = step_time(LLAMA8B, across._replace(rdma=False), H200, params, 0.5).term("dp-grads")
-    assert tcp.seconds == pytest.approx(net.seconds * 50 / (12.5 / 8))
-    overlapped = step_time(LLAMA8B, inside._replace(overlap_grad_reduce=True), H200, params, 0.5)
-    assert not overlapped.term("dp-grads").exposed
-    assert overlapped.seconds == pytest.approx(step_time(LLAMA8B, inside, H200, params, 0.5).seconds - ar.seconds)
+def test_dp_overlap_leaves_the_last_bucket_and_crossing_workers_costs_more() -> None:
+    one = step(data=8, global_batch=64, gpus_per_worker=8, distributed_optimizer=True)
+    two = step(data=16, global_batch=128, gpus_per_worker=8, workers=2, distributed_optimizer=True, rdma=True)
+    tcp = step(data=16, global_batch=128, gpus_per_worker=8, workers=2, distributed_optimizer=True, rdma=False)
+    assert one.term("dp-grads").seconds < two.term("dp-grads").seconds < tcp.term("dp-grads").seconds
+    over = step(data=16, global_batch=128, gpus_per_worker=8, workers=2, distributed_optimizer=True, rdma=True,
+                overlap_grad_reduce=True)
+    assert over.term("dp-grads-exposed").seconds < two.term("dp-grads").seconds
 
 
-def test_pp_term_sends_per_microbatch_and_crosses_workers() -> None:
-    par = one_gpu(pipeline=2, gpus_per_worker=2, global_batch=4, tensor=1)
-    step = step_time(LLAMA8B, par, H200, 1e9, 0.5)
-    message = 4096 * 4096 * 2
-    assert step.term("pp").seconds == pytest.approx(2 * 4 * message / (450e9 * LINK_EFFICIENCY))
-    across = par._replace(gpus_per_worker=1, workers=2, rdma=True)
-    assert step_time(LLAMA8B, across, H200, 1e9, 0.5).term("pp").seconds == \
-        pytest.approx(2 * 4 * message / (50e9 * LINK_EFFICIENCY))
-    sp = par._replace(tensor=2, gpus_per_worker=4, sequence_parallel=True)
-    assert step_time(LLAMA8B, sp, H200, 1e9, 0.5).term("pp").seconds == pytest.approx(step.term("pp").seconds / 2)
+def test_other_gpus_scale_by_their_datasheet() -> None:
+    h200 = step_time(L4, one_gpu(micro_batch=4, global_batch=4), H200, 8.5e7)
+    a100 = step_time(L4, one_gpu(micro_batch=4, global_batch=4), GPUS["a100"], 8.5e7)
+    ratio = a100.stages[0].gpu_s / h200.stages[0].gpu_s
+    assert GPUS["h200"].hbm_tb_s / GPUS["a100"].hbm_tb_s < ratio < GPUS["h200"].bf16_dense_tflops / GPUS["a100"].bf16_dense_tflops
 
 
-def test_cp_term_is_what_attention_does_not_hide() -> None:
-    par = one_gpu(context=2, gpus_per_worker=2, global_batch=2)
-    step = step_time(LLAMA8B, par, H200, 8e9, 0.5)
-    kv = 2 * 1 * 2048 * 8 * 128 * 2
-    comm = 32 * 2 * 3 * 1 * kv / (450e9 * LINK_EFFICIENCY)
-    attention = flops_split(LLAMA8B, 2).core_attention / 2 / (989.5e12 * 0.5)
-    assert step.term("cp").seconds == pytest.approx(max(0.0, comm - attention))
-    # over PCIe and at a short sequence (attention ~ s², the exchange ~ s) the exchange outlasts it
-    short = step_time(LLAMA8B._replace(seq_length=512), par, gpu_named("l40s"), 8e9, 0.5).term("cp")
-    assert short.seconds > 0 and "PCIe" in short.note
-
-
-def test_optimizer_term_is_hbm_bound() -> None:
-    step = step_time(LLAMA8B, one_gpu(), H200, 1e9, 0.5)
-    assert step.term("optimizer").seconds == pytest.approx((30e9 + 4e9) / (4.8e12 * 0.8))
+def test_fp8_speeds_up_the_gemms_only() -> None:
+    bf16 = step(stack="te", fused_kernels=True)
+    fp8 = step(stack="te", fused_kernels=True, precision="fp8")
+    assert fp8.seconds < bf16.seconds
+    assert fp8.term("optimizer").seconds == bf16.term("optimizer").seconds
 
 
 def test_training_time_and_gpu_hours() -> None:
-    step = step_time(LLAMA8B, one_gpu(data=8, gpus_per_worker=8), H200, 8e9, 0.5)
-    total = training_time(step, 8, 8, train_iters=1000)
-    assert total is not None and total.seconds == pytest.approx(1000 * step.seconds)
-    assert total.gpu_hours == pytest.approx(1000 * step.seconds * 8 / 3600)
-    by_samples = training_time(step, 8, 8, train_samples=8007)
+    s = step(data=8, gpus_per_worker=8)
+    total = training_time(s, 8, 8, train_iters=1000)
+    assert total is not None and total.seconds == pytest.approx(1000 * s.seconds)
+    assert total.gpu_hours == pytest.approx(1000 * s.seconds * 8 / 3600)
+    by_samples = training_time(s, 8, 8, train_samples=8007)
     assert by_samples is not None and by_samples.iterations == 1000  # floor, as training.py:1504
-    assert training_time(step, 8, 8) is None
+    assert training_time(s, 8, 8) is None
 
 
 def test_gpu_table_and_flavors() -> None:
@@ -205,66 +216,73 @@ def test_gpu_table_and_flavors() -> None:
     assert worker_network(True, 8).gb_s_per_gpu == 50 and worker_network(False, 8).gb_s_per_gpu == 12.5 / 8
 
 
+def test_one_gpu_table_for_memory_and_time() -> None:
+    # issue 25: memory and timing read gpus.py's table; an H20 flavor has a memory figure
+    from compiler.megatron.memory import gpu_memory_gb
+
+    class Res:
+        gpu_memory_gb = None
+        worker_flavor = "NVIDIA-H20-96G"
+
+    assert gpu_memory_gb(Res()) == GPUS["h20"].memory_gb
+    Res.worker_flavor = "H100-80G"
+    assert gpu_memory_gb(Res()) == GPUS["h100"].memory_gb
+
+
 def test_spec_step_time_reads_the_spec() -> None:
     from compiler.one_pass import compile_spec
 
     result = compile_spec(str(REPO / "specs" / "gpt-7b.yaml"), "specs/gpt-7b.yaml", render_files=False)
-    step = spec_step_time(result.spec, utilisation=0.5)
-    assert step is not None
-    assert step.flops == pytest.approx(RECORDED["gpt-7b-spec-tp4"])  # vocab 128256 padded to 128512 at TP 4
-    assert step.term("tp").seconds > 0 and step.term("pp").seconds > 0 and step.term("dp-params").seconds > 0
-
-
-def test_gradients_reduce_over_data_and_context_ranks() -> None:
-    params = 1e9
-    cp2 = step_time(LLAMA8B, one_gpu(data=4, context=2, gpus_per_worker=8, global_batch=8), H200, params, 0.5)
-    assert cp2.term("dp-grads").seconds == pytest.approx(2 * 7 / 8 * params * 4 / (450e9 * LINK_EFFICIENCY))
-    dist = step_time(LLAMA8B, one_gpu(data=4, context=2, gpus_per_worker=8, global_batch=8,
-                                      distributed_optimizer=True), H200, params, 0.5)
-    assert dist.term("optimizer").seconds == pytest.approx((30 * params / 8 + 4 * params) / (4.8e12 * 0.8))
-
-
-CAL = Calibration(utilisation=0.5, attention_bytes_per_score=48.0, elementwise_bytes=20.0, source="test")
-HBM = 4.8e12 * 0.8
-
-
-def test_local_attention_computes_the_masked_half_and_streams_the_scores() -> None:
-    fused = step_time(LLAMA8B, one_gpu(), H200, 8e9, calibration=CAL)
-    local = step_time(LLAMA8B, one_gpu(local_attention=True), H200, 8e9, calibration=CAL)
-    core = flops_split(LLAMA8B, 8).core_attention
-    assert local.term("compute").seconds - fused.term("compute").seconds == pytest.approx(core / (989.5e12 * 0.5))
-    scores = 8 * 32 * 4096 * 4096 * 32  # batch × heads × s × s × layers
-    assert local.term("attention-memory").seconds == pytest.approx(48 * scores / HBM)
-    assert fused.term("attention-memory").seconds == 0.0
-    tp2 = work(LLAMA8B, one_gpu(local_attention=True, tensor=2, gpus_per_worker=2))
-    assert tp2.scores == pytest.approx(scores / 2)
-    sel = work(LLAMA8B, one_gpu(local_attention=True, recompute="selective"))
-    assert sel.scores == pytest.approx(scores * 4 / 3)  # the forward's passes again
-
-
-def test_elementwise_and_logits_terms() -> None:
-    step = step_time(LLAMA8B, one_gpu(fused_kernels=False), H200, 8e9, calibration=CAL)
-    tokens = 8 * 4096
-    assert step.term("elementwise").seconds == pytest.approx(20 * tokens * 4096 * 32 / HBM)
-    fused = step_time(LLAMA8B, one_gpu(), H200, 8e9, calibration=CAL).term("elementwise")
-    assert fused.seconds == pytest.approx(step.term("elementwise").seconds * 0.4) and not fused.measured
-    assert step.term("logits-memory").seconds == pytest.approx(LOGITS_BYTES_PER_ELEMENT * tokens * 128256 / HBM)
-    sp = step_time(LLAMA8B, one_gpu(tensor=4, gpus_per_worker=4, sequence_parallel=True, fused_kernels=False), H200,
-                   8e9, calibration=CAL)
-    assert sp.term("elementwise").seconds == pytest.approx(step.term("elementwise").seconds / 4)
-    assert sp.term("logits-memory").seconds == pytest.approx(step.term("logits-memory").seconds / 4)
-    dp2 = step_time(LLAMA8B, one_gpu(data=2, gpus_per_worker=2, fused_kernels=False), H200, 8e9, calibration=CAL)
-    assert dp2.term("elementwise").seconds == pytest.approx(step.term("elementwise").seconds / 2)
-    full = step_time(LLAMA8B, one_gpu(recompute="full", recompute_method="uniform", recompute_num_layers=1,
-                                      fused_kernels=False), H200, 8e9, calibration=CAL)
-    assert full.term("elementwise").seconds == pytest.approx(step.term("elementwise").seconds * 4 / 3)
+    s = spec_step_time(result.spec)
+    assert s is not None
+    assert s.flops == pytest.approx(RECORDED["gpt-7b-spec-tp4"])  # vocab 128256 padded to 128512 at TP 4
+    assert s.term("tp").seconds > 0 and s.term("pp").seconds > 0 and s.term("dp-params").seconds > 0
+    assert [st.stage for st in s.stages] == ["first", "last"]
 
 
 def test_total_is_the_sum_of_exposed_terms() -> None:
-    par = one_gpu(tensor=2, pipeline=2, data=2, gpus_per_worker=8, global_batch=16, local_attention=True,
-                  distributed_optimizer=True, sequence_parallel=True)
-    step = step_time(LLAMA8B, par, H200, 2e9, calibration=CAL)
-    assert step.seconds == pytest.approx(sum(t.seconds for t in step.terms if t.exposed))
-    assert {t.name for t in step.terms} >= {"compute", "attention-memory", "elementwise", "logits-memory", "bubble",
-                                             "tp", "cp", "dp-grads", "dp-params", "pp", "optimizer"}
-    assert all(not t.measured for t in step.terms if t.name in ("tp", "cp", "dp-grads", "dp-params", "pp"))
+    s = step(pipeline=2, tensor=2, data=2, gpus_per_worker=8, global_batch=16, distributed_optimizer=True,
+             overlap_grad_reduce=True)
+    assert s.seconds == pytest.approx(sum(t.seconds for t in s.terms if t.exposed))
+
+
+# --- the validation: tools/validate_timing.py's leave-one-out, held at its committed worst fold
+
+def _tool(name: str) -> object:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[name] = module
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+VALIDATION = _tool("validate_timing").validate()  # type: ignore[attr-defined]
+
+
+def test_leave_one_out_holds_the_committed_worst_fold() -> None:
+    # the doc's figure; it is NOT the 15 % of the acceptance (MoE and the tiny host-bound run miss it)
+    own = [r for r in VALIDATION["rows"] if not r["contended"]]
+    assert len(own) >= 24
+    assert VALIDATION["worst"] <= 0.56
+    assert sum(abs(r["error"]) <= 0.15 for r in own) >= 19
+
+
+def test_dense_runs_without_host_bound_or_moe_within_20_percent() -> None:
+    dense = [r for r in VALIDATION["rows"] if not r["contended"] and r["name"] not in ("moe8-top2", "tiny-l2-h256")]
+    assert max(abs(r["error"]) for r in dense) <= 0.20
+
+
+def test_committed_fit_is_the_tools() -> None:
+    from compiler.megatron import timing
+
+    h_mb, h_it = VALIDATION["full"]
+    assert timing.HOST_PER_MICROBATCH == pytest.approx(h_mb, abs=1e-6)
+    assert timing.HOST_PER_ITERATION == pytest.approx(h_it, abs=1e-6)
+
+
+def test_performance_doc_is_what_the_tool_writes() -> None:
+    perfdoc, published = _tool("perfdoc"), _tool("published_check")
+    text = perfdoc.render(VALIDATION, published.check())  # type: ignore[attr-defined]
+    assert (REPO / "docs" / "performance-model.md").read_text() == text

@@ -67,8 +67,9 @@ def _timing_data(plan: Plan) -> dict[str, Any]:
         "gpu_hours": None if total is None else total.gpu_hours,
         "calibration": step.utilisation_source,
         "terms": [term._asdict() for term in step.terms],
+        "stages": [stage._asdict() for stage in step.stages],  # first and last pipeline stage
         "gpu": pre.gpu,
-    }, "cost": None if pre.cost is None else {
+    }, "stage_memory_mb": [peak._asdict() for peak in pre.stages], "cost": None if pre.cost is None else {
         "amount": pre.cost.amount, "currency": pre.cost.currency, "per_gpu_hour": pre.cost.per_gpu_hour,
         "gpu": pre.cost.gpu, "engine": pre.cost.engine, "date": pre.cost.date, "source": pre.cost.source,
         "where": pre.cost.where,

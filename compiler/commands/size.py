@@ -18,9 +18,10 @@ import json
 from typing import Any, NamedTuple, TextIO
 
 from ..load.override import Override
+from ..megatron import divisibility as div
 from ..megatron.memory import estimate
 from ..megatron.parallel import data_parallel_size, model_parallel_size, parallel_layout, world_size
-from ..megatron.timing import spec_step_time, training_time
+from ..megatron.timing import MODEL_ERROR, spec_step_time, training_time
 from ..one_pass import compile_spec
 from ..schema.record import Overlay as _View
 from ..megatron.gpus import gpu_named, gpu_of_flavor
@@ -123,13 +124,11 @@ def world_shapes(max_gpus: int, gpus_per_worker: int) -> list[tuple[int, int]]:
 
 
 def _virtual_options(num_layers: int, pipeline: int) -> list[int | None]:
-    """No interleaving, and 2 or 4 virtual stages per rank where the layers divide (arguments.py:947-977;
-    the interleaved schedule needs pipeline > 2)."""
-    options: list[int | None] = [None]
+    """No interleaving, and 2 or 4 virtual stages per rank where Megatron accepts the split
+    (pretrain.pipeline_split_refusal, the pipeline rule's own check)."""
     per_stage = num_layers // pipeline
-    if pipeline > 2:
-        options += [per_stage // v for v in (2, 4) if per_stage % v == 0]
-    return options
+    options: list[int | None] = [None] + [per_stage // v for v in (2, 4) if per_stage % v == 0]
+    return [o for o in options if o is None or div.pipeline_split_ok(num_layers, pipeline, o)]
 
 
 def candidate_layouts(model: ModelFacts, global_batch: int, max_gpus: int,
@@ -141,20 +140,20 @@ def candidate_layouts(model: ModelFacts, global_batch: int, max_gpus: int,
     for workers, gpw in world_shapes(max_gpus, gpus_per_worker):
         world = world_size(workers, gpw)
         for tp in _divisors(gpw):
-            # transformer_config.py:1195 and :1209-1212
-            if model.num_attention_heads % tp or (groups is not None and groups % tp and tp % groups):
+            # the rules' own predicates (megatron/divisibility.py), each citing Megatron's line
+            if not (div.heads_split_over_tp(model.num_attention_heads, tp) and div.groups_fit_tp(groups, tp)):
                 continue
             for cp in CONTEXT_SIZES:
-                if world % (tp * cp) or (cp > 1 and model.seq_length % (2 * cp)):  # arguments.py:1286-1289
+                if world % (tp * cp) or not div.sequence_splits_over_cp(model.seq_length, cp):
                     continue
-                for pp in _divisors(model.num_layers):  # arguments.py:976-977
-                    if world % model_parallel_size(tp, pp, cp):
+                for pp in _divisors(model.num_layers):
+                    if world % model_parallel_size(tp, pp, cp) or not div.pipeline_split_ok(model.num_layers, pp):
                         continue
                     dp = data_parallel_size(world, tp, pp, cp)
                     if model.expert > 1 and world % (tp * model.expert * pp):
                         continue
                     for micro in MICRO_BATCHES:
-                        if global_batch % (micro * dp):  # num_microbatches_calculator.py:381
+                        if not div.batch_splits(global_batch, micro, dp):
                             continue
                         for vpp in _virtual_options(model.num_layers, pp):
                             for recompute in RECOMPUTE:
@@ -261,28 +260,45 @@ def _overrides(c: Candidate, spec: Any, gpu: Any) -> tuple[str, ...]:
 # ---------------------------------------------------------------------------- output
 
 
-def _row(rank: int, s: Sized, overrides: tuple[str, ...]) -> dict[str, Any]:
+def tie_groups(chosen: list[Sized], error: float) -> list[list[int]]:
+    """Ranks (1-based) grouped where the step times lie within the model's error of the group's
+    fastest: their order inside a group is not something the model can tell apart."""
+    groups: list[list[int]] = []
+    start = 0.0
+    for rank, s in enumerate(chosen, 1):
+        if groups and s.step.seconds <= start * (1 + error):
+            groups[-1].append(rank)
+        else:
+            groups.append([rank])
+            start = s.step.seconds
+    return groups
+
+
+def _row(rank: int, s: Sized, overrides: tuple[str, ...], num_layers: int, tie: int) -> dict[str, Any]:
     c = s.candidate
-    return {
+    return {"tie_group": tie,
         "rank": rank, "gpus": c.world, "workers": c.workers, "gpus_per_worker": c.gpus_per_worker,
         "tensor": c.tensor, "pipeline": c.pipeline, "context": c.context, "data": c.data,
-        "virtual_pipeline": c.virtual_pipeline, "micro": c.micro, "recompute": c.recompute,
+        "layers_per_virtual_stage": c.virtual_pipeline,
+        "virtual_pipeline": s.step.virtual_pipeline, "micro": c.micro, "recompute": c.recompute,
         "sequence_parallel": c.sequence_parallel, "distributed_optimizer": c.distributed_optimizer,
         "peak_gb": round(s.peak_gb, 1), "peak_fraction": s.peak_fraction,
         "step_ms": round(s.step.seconds * 1e3, 1), "tokens_per_second": round(s.step.tokens_per_second),
         "train_hours": None if s.train_seconds is None else round(s.train_seconds / 3600, 2),
         "gpu_hours": None if s.gpu_hours is None else round(s.gpu_hours, 1),
         "terms_ms": {t.name: round(t.seconds * 1e3, 2) for t in s.step.terms if t.exposed},
+        "terms": [{"name": t.name, "ms": round(t.seconds * 1e3, 3), "exposed": t.exposed, "measured": t.measured,
+                   "note": t.note} for t in s.step.terms],
         "set": list(overrides),
     }
 
 
 def _text(rows: list[dict[str, Any]], header: str, explain: list[Sized] | None, out: TextIO) -> None:
     out.write(header + "\n")
-    out.write(f"{'#':>3} {'GPUs':>4} {'wk':>3} {'TP':>2} {'PP':>2} {'CP':>2} {'DP':>3} {'VPP':>3} {'mb':>2} "
+    out.write(f"{'#':>3} {'tie':>3} {'GPUs':>4} {'wk':>3} {'TP':>2} {'PP':>2} {'CP':>2} {'DP':>3} {'VPP':>3} {'mb':>2} "
               f"{'recompute':<9} {'peak GB':>7} {'step ms':>8} {'tokens/s':>10} {'train h':>8} {'GPU-h':>8}\n")
     for row in rows:
-        out.write(f"{row['rank']:>3} {row['gpus']:>4} {row['workers']:>3} {row['tensor']:>2} {row['pipeline']:>2} "
+        out.write(f"{row['rank']:>3} {'=' + str(row['tie_group']):>3} {row['gpus']:>4} {row['workers']:>3} {row['tensor']:>2} {row['pipeline']:>2} "
                   f"{row['context']:>2} {row['data']:>3} {row['virtual_pipeline'] or '-':>3} {row['micro']:>2} "
                   f"{row['recompute'] or '-':<9} {row['peak_gb']:>7.1f} {row['step_ms']:>8.0f} "
                   f"{row['tokens_per_second']:>10,} {_num(row['train_hours']):>8} {_num(row['gpu_hours']):>8}\n")
@@ -328,6 +344,8 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
         err.write(format_text([d for d in base.diagnostics]) + "\n")
         return EXIT_FAIL
     spec = base.spec
+    if base.facts is not None and base.facts.training is not None:
+        spec = _View(spec, training=base.facts.training)  # init_from's derived model filled in
     t = spec.training
     if t.model is None or t.batch is None:
         err.write(f"{display}: size needs a pretrain_gpt.py spec with training.model and training.batch\n")
@@ -343,20 +361,21 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
         return EXIT_USAGE
     chosen, enumerated, fit = ranked_layouts(args.spec, display, spec, gpu, max_gpus, args.gpus_per_worker,
                                              args.top, args.rank)
-    rows = [_row(i, s, _overrides(s.candidate, spec, gpu)) for i, s in enumerate(chosen, 1)]
+    groups = tie_groups(chosen, MODEL_ERROR)
+    tie_of = {rank: g for g, members in enumerate(groups, 1) for rank in members}
+    rows = [_row(i, s, _overrides(s.candidate, spec, gpu), t.model.num_layers, tie_of[i]) for i, s in enumerate(chosen, 1)]
     if args.format == "json":
-        if args.explain_rank:
-            for row, s in zip(rows, chosen):
-                row["terms"] = [t._asdict() for t in s.step.terms]
         json.dump({"spec": display, "gpu": gpu.name, "max_gpus": max_gpus, "gpus_per_worker": args.gpus_per_worker,
                    "rank_by": args.rank, "enumerated": enumerated, "fit": fit,
                    "utilisation": chosen[0].step.utilisation if chosen else None,
                    "utilisation_source": chosen[0].step.utilisation_source if chosen else None,
-                   "layouts": rows}, out, indent=1)
+                   "model_error": MODEL_ERROR, "tie_groups": groups, "layouts": rows}, out, indent=1)
         out.write("\n")
     else:
         source = f"\ncalibration: utilisation {chosen[0].step.utilisation:.3f}, {chosen[0].step.utilisation_source}" if chosen else ""
-        header = (f"{display}: {len(rows)} layouts of {enumerated} enumerated ({fit} fit {gpu.memory_gb:g} GB "
+        header = (f"tie: layouts of one group differ by less than the model's error ({MODEL_ERROR:.0%}, "
+                  "docs/performance-model.md), so their order is not a ranking\n"
+                  f"{display}: {len(rows)} layouts of {enumerated} enumerated ({fit} fit {gpu.memory_gb:g} GB "
                   f"{gpu.name.upper()} under {CLEAN_PEAK_FRACTION:.0%}), ranked by {args.rank}, up to {max_gpus} GPUs, "
                   f"{args.gpus_per_worker} per worker{source}")
         _text(rows, header, chosen if args.explain_rank else None, out)

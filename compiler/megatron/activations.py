@@ -40,6 +40,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# cuBLAS workspaces torch's caching allocator holds (and counts in max_allocated): 32 MiB after the
+# first GEMM, 64 MiB once a backward has run (a second stream's handle). Measured on the H200 with
+# tools/cublas_workspace.py (tests/fixtures/microbench/cublas-workspace.txt).
+CUBLAS_WORKSPACE_BYTES = 64 * 2**20
+
 # The selective-recompute modules modelled here; moe, moe_act, shared_experts and mla_up_proj change
 # no dense GPT layer's figure (transformer_layer.py:436-503).
 MODELLED_MODULES = ("core_attn", "mlp", "layernorm")

@@ -43,8 +43,8 @@ GPUS: dict[str, Gpu] = {
                 "48 GB GDDR6, 864 GB/s; no NVLink: PCIe Gen4 x16, 64 GB/s bidirectional", "PCIe"),
 }
 
-# Which GPU a worker flavor name means: the GPU's name appears in the flavor string (the same
-# substring rule compiler/estimate.py's GPU_MEMORY_GB applies). AIStudio's flavor list is not in
+# Which GPU a worker flavor name means: the GPU's name appears in the flavor string. This is the one
+# table that memory.py (and the capacity rule through it) and timing.py read. AIStudio's flavor list is not in
 # this repository; an unknown flavor maps to nothing rather than to a guess. Longest names first so
 # that "H200" is not read as "H20".
 _FLAVOR_PATTERNS: tuple[tuple[str, str], ...] = (

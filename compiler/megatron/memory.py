@@ -11,11 +11,11 @@ persistent score buffer; docs/memory-model.md compares it with measured runs.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from . import activations as act
+from .gpus import gpu_of_flavor
 from .parallel import ParallelLayout as Layout
 from .pretrain import (
     ffn_hidden_size, num_microbatches, padded_vocab_size, train_iterations, virtual_pipeline_size, vocab_size,
@@ -23,8 +23,6 @@ from .pretrain import (
 
 MB = 1024 * 1024
 GB = 1000**3
-# What a worker flavor name says about its GPU's memory (GB as the vendors state it).
-GPU_MEMORY_GB = (("H200", 141.0), ("H100", 80.0), ("A100", 80.0))
 # The run's logs on shared storage: Megatron's start-up (the argument dump, warnings) and one line
 # per logged iteration. Measured: the committed H200 logs (tests/fixtures/measurements) hold 70-83 kB
 # before the first iteration and 369-373 B per iteration line.
@@ -62,6 +60,8 @@ class Estimate(NamedTuple):
     storage_bytes: int  # checkpoints retained + logs + TensorBoard
     gpu_memory_gb: float | None
     peak_fraction_of_gpu: float | None
+    workspace_mb: float = round(act.CUBLAS_WORKSPACE_BYTES / MB, 2)  # cuBLAS workspaces, measured
+    held_weights_mb: float | None = None  # weights + grads + optimizer as held (fp16: 2-byte grads), in the peak
 
 
 def _counts(t: Any, layout: Layout, padded_vocab: int) -> dict[str, float]:
@@ -103,6 +103,9 @@ def _counts(t: Any, layout: Layout, padded_vocab: int) -> dict[str, float]:
     return {
         "total": total, "tp": tp_on_most_loaded, "replicated": replicated_on_most_loaded,
         "expert": expert_on_most_loaded,
+        # one pipeline stage's share, for the per-stage figures (stage_memory.py)
+        "stage_layers_tp": tp_sharded / pp / tp, "stage_layers_replicated": (replicated - final_norm) / pp,
+        "embedding_tp": embedding / tp, "final_norm": final_norm,
     }
 
 
@@ -114,11 +117,12 @@ def bytes_per_parameter(distributed_optimizer: bool, data_parallel: int, precisi
     return 14 + grad if not distributed_optimizer else 2 + grad + (12 / data_parallel)
 
 
-def megatron_weight_and_optimizer_bytes(t: Any, layout: Layout, padded_vocab: int) -> float:
-    """theoretical_memory_usage.py:264-274."""
+def megatron_weight_and_optimizer_bytes(t: Any, layout: Layout, padded_vocab: int, precision: str = "bf16") -> float:
+    """theoretical_memory_usage.py:264-274 (which counts 18 bytes whatever the precision); with the
+    run's precision, what the rank holds (fp16 keeps 2-byte gradients)."""
     c = _counts(t, layout, padded_vocab)
-    return ((c["tp"] + c["replicated"]) * bytes_per_parameter(t.distributed_optimizer, layout.data, t.precision)
-            + c["expert"] * bytes_per_parameter(t.distributed_optimizer, layout.expert_data, t.precision))
+    return ((c["tp"] + c["replicated"]) * bytes_per_parameter(t.distributed_optimizer, layout.data, precision)
+            + c["expert"] * bytes_per_parameter(t.distributed_optimizer, layout.expert_data, precision))
 
 
 def megatron_activation_bytes(t: Any, layout: Layout, padded_vocab: int, microbatches: int) -> float:
@@ -159,14 +163,12 @@ def checkpoint_bytes_per_save(t: Any, parameters_total: float) -> int:
 
 
 def gpu_memory_gb(resources: Any) -> float | None:
-    """resources.gpu_memory_gb, else what the worker flavor's name says (H200, H100, A100)."""
+    """resources.gpu_memory_gb, else the memory of the GPU the worker flavor names in gpus.py's
+    table (the one table memory, timing and the capacity rule read)."""
     if resources.gpu_memory_gb is not None:
         return resources.gpu_memory_gb
-    flavor = (resources.worker_flavor or "").upper()
-    for name, gb in GPU_MEMORY_GB:
-        if re.search(rf"\b{name}\b|{name}", flavor):
-            return gb
-    return None
+    gpu = gpu_of_flavor(resources.worker_flavor)
+    return None if gpu is None else gpu.memory_gb
 
 
 
@@ -274,7 +276,9 @@ def estimate(spec: Any, layout: Layout) -> Estimate | None:
     shape = shape_of(t, layout, padded, micro)
     peak = peak_terms(shape, position_parameters(t), bytes_per_parameter(t.distributed_optimizer, layout.data,
                                                                          t.precision))
-    peak_bytes = weights + peak.position_embeddings + peak.attention_buffer + peak.layers + peak.loss
+    held = megatron_weight_and_optimizer_bytes(t, layout, padded, t.precision)
+    peak_bytes = (held + peak.position_embeddings + peak.attention_buffer + peak.layers + peak.loss
+                  + act.CUBLAS_WORKSPACE_BYTES)
     per_save = checkpoint_bytes_per_save(t, counts["total"])
     iterations = train_iterations(t.train_iters, t.train_samples, t.batch.global_)
     saves, logs, tensorboard = storage_bytes(t, per_save, iterations)
@@ -284,6 +288,7 @@ def estimate(spec: Any, layout: Layout) -> Estimate | None:
         parameters_total=int(counts["total"]),
         parameters_most_loaded_rank=int(math.ceil(counts["tp"] + counts["replicated"] + counts["expert"])),
         weights_and_optimizer_mb=round(weights / MB, 2),
+        held_weights_mb=round(held / MB, 2),
         activations_mb=round(activations / MB, 2),
         megatron_theoretical_total_mb=round((weights + activations) / MB, 2),
         position_embeddings_mb=round(peak.position_embeddings / MB, 2),
@@ -321,7 +326,7 @@ def _peak_bytes(t: Any, layout: Layout, shape: act.Shape, distributed: bool) -> 
     weights = ((c["tp"] + c["replicated"]) * bytes_per_parameter(distributed, layout.data, t.precision)
                + c["expert"] * bytes_per_parameter(distributed, layout.expert_data, t.precision))
     p = peak_terms(shape, position_parameters(t), bytes_per_parameter(distributed, layout.data, t.precision))
-    return weights + p.position_embeddings + p.attention_buffer + p.layers + p.loss
+    return weights + p.position_embeddings + p.attention_buffer + p.layers + p.loss + act.CUBLAS_WORKSPACE_BYTES
 
 
 def alternatives(t: Any, layout: Layout) -> list[tuple[str, float]]:

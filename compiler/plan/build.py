@@ -154,7 +154,14 @@ def _pretrain_plan(spec: Any, facts: Facts, prices: tuple[PriceRow, ...]) -> Pre
         estimate=facts.estimate, step_time=step, training_time=total,
         cost=None if total is None or gpu is None else cost_of(total.gpu_hours, prices, gpu, facts.engine.name),
         gpu=gpu, schedule=schedule_summary(layout.pipeline, virtual, microbatches),
+        stages=_stage_peaks(facts.training if facts.training is not None else t, layout),
     )
+
+
+def _stage_peaks(training: Any, layout: Any) -> tuple[Any, ...]:
+    from ..megatron.stage_memory import stage_peaks  # deferred: pretrain specs only
+
+    return tuple(stage_peaks(training, layout) or ())
 
 
 def _launch_plan(spec: Any, facts: Facts, pretrain: PretrainPlan | None, adapter: Engine) -> LaunchPlan:

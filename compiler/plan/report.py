@@ -136,7 +136,24 @@ def time_section(pretrain: PretrainPlan | None) -> tuple[ReportSection, ...]:
         label = "" if term.measured else " [not measured]"
         rows.append((term.name, f"{term.seconds * 1e3:,.1f} ms{state}{label}: {term.note}"))
     rows.append(("calibration", f"{step.utilisation_source}; constants and sources in docs/performance-model.md"))
-    return (ReportSection("Time (estimate)", tuple(rows)),)
+    return (ReportSection("Time (estimate)", tuple(rows)),) + stage_section(pretrain)
+
+
+def stage_section(pretrain: PretrainPlan) -> tuple[ReportSection, ...]:
+    """Peak memory and micro-batch time of the first and the last pipeline stage (one row when
+    pipeline is 1): megatron/stage_memory.py and the step model's stages."""
+    step = pretrain.step_time
+    times = {s.stage: s for s in step.stages} if step is not None else {}
+    rows = []
+    for peak in pretrain.stages:
+        text = (f"peak {peak.peak_mb / 1024:,.2f} GiB (weights and optimizer {peak.weights_mb / 1024:,.2f}, "
+                f"activations {peak.activations_mb / 1024:,.2f} at {peak.at})")
+        stage = times.get(peak.stage)
+        if stage is not None:
+            text += (f"; a micro batch {stage.microbatch_s * 1e3:,.1f} ms (GPU {stage.gpu_s * 1e3:,.1f}, "
+                     f"host {stage.host_s * 1e3:,.1f}) over {stage.layers} layers")
+        rows.append((f"{peak.stage} stage (rank {peak.rank})", text))
+    return (ReportSection("Pipeline stages (estimate)", tuple(rows)),) if rows else ()
 
 
 def cost_text(pretrain: PretrainPlan) -> str:
@@ -159,11 +176,13 @@ def estimate_rows(est: Any, quota_gb: float | None) -> list[tuple[str, str]]:
         ("activations per GPU (Megatron's formula)", _mb(est.activations_mb)),
         ("Megatron's theoretical total per GPU", _mb(est.megatron_theoretical_total_mb)),
         ("attention path assumed", est.attention),
-        ("peak: weights + gradients + optimizer", _mb(est.weights_and_optimizer_mb)),
+        ("peak: weights + gradients + optimizer", _mb(est.held_weights_mb if est.held_weights_mb is not None
+                                                       else est.weights_and_optimizer_mb)),
         ("peak: learned position embeddings", _mb(est.position_embeddings_mb)),
         ("peak: unfused attention's score buffer", _mb(est.attention_buffer_mb)),
         (f"peak: layer activations at {est.peak_at}", _mb(est.layer_activations_mb)),
         ("peak: logits and head at the loss", _mb(est.loss_mb)),
+        ("peak: cuBLAS workspaces (measured)", _mb(est.workspace_mb)),
         ("peak estimate per GPU", _mb(est.peak_mb)),
         ("GPU memory", "unknown: set resources.gpu_memory_gb" if est.gpu_memory_gb is None
          else f"{est.gpu_memory_gb:g} GB, peak at {est.peak_fraction_of_gpu:.0%}"),

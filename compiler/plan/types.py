@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..megatron.flags import Flag
 from ..megatron.parallel import ParallelLayout, RankLayout
@@ -126,6 +126,7 @@ class PretrainPlan(NamedTuple):
     cost: "Cost | None" = None  # the GPU-hours at the price table's rate (platform/prices.py)
     gpu: str | None = None  # the price table's GPU key: the GPU the worker flavor names
     schedule: ScheduleSummary | None = None
+    stages: tuple[Any, ...] = ()  # stage_memory.StagePeak of the first and the last pipeline stage
 
 
 class Check(NamedTuple):

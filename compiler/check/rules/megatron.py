@@ -11,6 +11,7 @@ from typing import Any, Iterator
 
 from ...diagnostics import Diagnostic, Severity
 from ...megatron.flags import OWNED_FLAGS, arg_flag_name
+from ...megatron import divisibility as div
 from ...megatron.parallel import model_parallel_size
 from ...megatron.pretrain import (
     MODEL_REQUIRED, PRETRAIN_SCRIPT, PRETRAIN_SECTIONS, REQUIRED_SECTIONS,
@@ -64,7 +65,7 @@ def check_megatron_model(ctx: RuleContext) -> Iterator[Diagnostic]:
             hint="Megatron derives the head size as hidden_size / num_attention_heads",
         )
     # megatron/core/transformer/transformer_config.py:1195: num_attention_heads % TP == 0
-    if m.num_attention_heads % tp:
+    if not div.heads_split_over_tp(m.num_attention_heads, tp):
         yield ctx.locate(
             "megatron-heads-tp", f"training.model.num_attention_heads ({m.num_attention_heads}) must be a "
             f"multiple of parallelism.tensor ({tp})", here + ("num_attention_heads",),
@@ -72,12 +73,12 @@ def check_megatron_model(ctx: RuleContext) -> Iterator[Diagnostic]:
         )
     # transformer_config.py:1209-1212: query groups a multiple or a divisor of TP
     groups = m.num_query_groups
-    if groups is not None and groups % tp and tp % groups:
+    if not div.groups_fit_tp(groups, tp):
         yield ctx.locate(
             "megatron-query-groups-tp", f"training.model.num_query_groups ({groups}) must be a multiple or a "
             f"divisor of parallelism.tensor ({tp})", here + ("num_query_groups",),
         )
-    if groups is not None and m.num_attention_heads % groups:
+    if not div.heads_split_over_groups(m.num_attention_heads, groups):
         # megatron/core/transformer/attention.py splits heads evenly over the query groups
         yield ctx.locate(
             "megatron-query-groups-tp", f"training.model.num_attention_heads ({m.num_attention_heads}) must be a "
@@ -91,7 +92,7 @@ def check_megatron_model(ctx: RuleContext) -> Iterator[Diagnostic]:
         )
     # arguments.py:1286-1289: seq_length % (2 × CP) == 0 when CP > 1
     cp = par.context
-    if cp > 1 and m.seq_length % (2 * cp):
+    if not div.sequence_splits_over_cp(m.seq_length, cp):
         yield ctx.locate(
             "megatron-seq-cp", f"training.model.seq_length ({m.seq_length}) must be a multiple of 2 × "
             f"parallelism.context ({2 * cp})", here + ("seq_length",),
@@ -104,7 +105,7 @@ def check_megatron_model(ctx: RuleContext) -> Iterator[Diagnostic]:
             "megatron-experts", f"parallelism.expert ({ep}) needs training.model.num_experts",
             ("parallelism", "expert"), hint="set num_experts, or expert: 1 for a dense model",
         )
-    elif m.num_experts is not None and m.num_experts % ep:
+    elif not div.experts_split_over_ep(m.num_experts, ep):
         yield ctx.locate(
             "megatron-experts", f"training.model.num_experts ({m.num_experts}) must be a multiple of "
             f"parallelism.expert ({ep})", here + ("num_experts",),
@@ -128,7 +129,7 @@ def check_megatron_batch(ctx: RuleContext) -> Iterator[Diagnostic]:
         return  # parallel-divisibility reports it; DP is undefined
     product, dp = model_parallel_size(par.tensor, par.pipeline, par.context), layout.data
     # megatron/core/num_microbatches_calculator.py:381: global % (micro × DP) == 0
-    if t.batch.global_ % (t.batch.micro * dp):
+    if not div.batch_splits(t.batch.global_, t.batch.micro, dp):
         yield ctx.locate(
             "megatron-batch", f"training.batch.global ({t.batch.global_}) must be a multiple of micro × data "
             f"parallel ({t.batch.micro} × {dp} = {t.batch.micro * dp})", ("training", "batch", "global"),

@@ -1,0 +1,133 @@
+"""Measured kernel rates of a GPU: what one GEMM, batched matmul, bandwidth-bound op, optimizer step
+and kernel launch cost, read from the micro-benchmark tools/microbench.py ran on it.
+
+data/microbench-h200.json is the H200's (one run, 2026-12-01, torch 2.11.0+cu130; its log is
+tests/fixtures/microbench/device-h26-1.txt). A GEMM's time is interpolated in log space over the
+measured (m, n, k) grid (128 … 32768 each), per layout (forward x·Wᵀ, data gradient dy·W, weight
+gradient dyᵀ·x) and dtype; outside the grid the nearest edge's rate (FLOP/s) is used. A
+bandwidth-bound op costs its elements times the per-element time measured at 2^28 elements (forward
+and backward together). Nothing here is fitted.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@lru_cache(maxsize=None)
+def table(gpu: str = "h200") -> dict[str, Any]:
+    """The micro-benchmark of `gpu` (only the H200 was measured)."""
+    data: dict[str, Any] = json.loads((DATA / f"microbench-{gpu}.json").read_text())
+    return data
+
+
+@lru_cache(maxsize=None)
+def _gemm_grid(dtype: str, kind: str) -> tuple[tuple[int, ...], dict[tuple[int, int, int], float]]:
+    rows = table()[f"gemm_{dtype}"]
+    grid = tuple(sorted({r["m"] for r in rows}))
+    # log of the rate (FLOP/s): smooth across the grid where the time spans seven decades
+    rates = {(r["m"], r["n"], r["k"]): math.log(2.0 * r["m"] * r["n"] * r["k"] / r[f"{kind}_s"]) for r in rows}
+    return grid, rates
+
+
+def _bracket(grid: tuple[int, ...], x: float) -> tuple[int, int, float]:
+    """Indices of the grid points around x and x's position between them (log space, clamped)."""
+    lx = math.log(min(max(x, grid[0]), grid[-1]))
+    i = min(max(bisect.bisect_right(grid, math.exp(lx)) - 1, 0), len(grid) - 2)
+    lo, hi = math.log(grid[i]), math.log(grid[i + 1])
+    return i, i + 1, (lx - lo) / (hi - lo)
+
+
+def gemm_seconds(m: float, n: float, k: float, kind: str = "fwd", dtype: str = "bf16") -> float:
+    """Seconds of one (m x k)·(k x n) GEMM; kind: fwd, dgrad or wgrad (the table's (m, n, k) is the
+    forward's: tokens, output features, input features)."""
+    if m <= 0 or n <= 0 or k <= 0:
+        return 0.0
+    grid, rates = _gemm_grid(dtype, kind)
+    (i0, i1, fm), (j0, j1, fn), (l0, l1, fk) = _bracket(grid, m), _bracket(grid, n), _bracket(grid, k)
+    total = weight = 0.0
+    for a, wa in ((i0, 1 - fm), (i1, fm)):
+        for b, wb in ((j0, 1 - fn), (j1, fn)):
+            for c, wc in ((l0, 1 - fk), (l1, fk)):
+                key = (grid[a], grid[b], grid[c])
+                w = wa * wb * wc
+                if key in rates and w > 0:
+                    total += w * rates[key]
+                    weight += w
+    rate = math.exp(total / weight)
+    return 2.0 * m * n * k / rate
+
+
+def linear_seconds(tokens: float, out_features: float, in_features: float, dtype: str = "bf16") -> float:
+    """A Linear's forward, data gradient and weight gradient."""
+    return sum(gemm_seconds(tokens, out_features, in_features, kind, dtype) for kind in ("fwd", "dgrad", "wgrad"))
+
+
+def bmm_seconds(batch_heads: float, seq: float, head_dim: float, kind: str) -> float:
+    """One of the unfused attention's batched matmuls: kind qk ([s, d]·[d, s] per head) or pv
+    ([s, s]·[s, d]); interpolated over heads x batch and sequence (log space), nearest head size."""
+    rows = table()["bmm"]
+    d = min({r["d"] for r in rows}, key=lambda v: abs(v - head_dim))
+    pts = sorted((r["bh"], r["s"], r[f"{kind}_s"]) for r in rows if r["d"] == d)
+    # rate per score element at the nearest measured (bh, s), scaled by the work
+    best = min(pts, key=lambda p: (math.log(p[0] / batch_heads)) ** 2 + (math.log(p[1] / seq)) ** 2)
+    per = best[2] / (best[0] * best[1] * best[1] * d)
+    return float(per * batch_heads * seq * seq * head_dim)
+
+
+def op_seconds(op: str, elements: float) -> float:
+    """Forward + backward of a bandwidth-bound op over `elements` elements (bf16; the *_fp32 ops fp32)."""
+    rows = [r for r in table()["ops"] if r["op"] == op]
+    big = max(rows, key=lambda r: r["elements"])
+    return float(elements * big["fwd_bwd_s"] / big["elements"])
+
+
+def op_forward_seconds(op: str, elements: float) -> float:
+    """The op's forward alone (recompute repeats it)."""
+    rows = [r for r in table()["ops"] if r["op"] == op]
+    big = max(rows, key=lambda r: r["elements"])
+    return float(elements * big["fwd_s"] / big["elements"])
+
+
+def hbm_bytes_per_second() -> float:
+    """Device-to-device copy of 4 GiB: bytes read + written per second."""
+    big = max(table()["copy"], key=lambda r: r["bytes"])
+    return float(2 * big["bytes"] / big["copy_s"])
+
+
+def adam_seconds(params: float) -> float:
+    """torch.optim.AdamW (foreach), the step Megatron takes without TE or Apex, over `params` fp32
+    parameters: interpolated (linear) between the measured sizes, 64 tensors."""
+    pts = sorted((r["params"], r["step_s"]) for r in table()["adam"] if r["tensors"] == 64)
+    if params <= pts[0][0]:
+        return float(pts[0][1])
+    for (p0, t0), (p1, t1) in zip(pts, pts[1:]):
+        if params <= p1:
+            return float(t0 + (t1 - t0) * (params - p0) / (p1 - p0))
+    p0, t0 = pts[-2]
+    p1, t1 = pts[-1]
+    return float(t1 + (t1 - t0) / (p1 - p0) * (params - p1))
+
+
+def host_seconds_per_launch() -> float:
+    """Host time to enqueue one small kernel (torch eager, no autograd)."""
+    return float(table()["launch"]["host_per_launch_s"])
+
+
+def attention_score_seconds(seq: float) -> float:
+    """Seconds per attention score of the unfused attention's passes between its matmuls (masked_fill_
+    on a view with autograd's CopySlices, softmax, dropout; forward + backward), measured on the whole
+    sequence of ops as dot_product_attention.py runs them (tools/attention_bench.py): the run's time
+    less that of its matmuls alone, at the measured sequence nearest in log space."""
+    rows = [r for r in table()["attention_core"] if "error" not in r]
+    best = min(rows, key=lambda r: (math.log(r["s"] / seq)) ** 2)
+    same = [r for r in rows if r["s"] == best["s"]]
+    per = [(r["fwd_bwd_s"] - r["matmuls_only_s"]) / (r["b"] * r["heads"] * r["s"] * r["s"]) for r in same]
+    return float(min(per))
