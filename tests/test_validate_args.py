@@ -98,3 +98,15 @@ def test_the_data_file_is_fresh():
     spec.loader.exec_module(tool)
     assert tool.render(tool.extract(MEGATRON)) == DATA_FILE.read_text(), \
         "run tools/megatron_validate_args.py to regenerate compiler/megatron/data/megatron_validate.json"
+
+
+def test_fp16_keeps_main_grad_in_fp16_16_bytes_per_parameter():
+    from compiler.megatron.memory import bytes_per_parameter
+    assert bytes_per_parameter(False, 1, "bf16") == 18
+    assert bytes_per_parameter(False, 1, "fp16") == 16  # param.main_grad.dtype=torch.float16 on the H200
+    assert bytes_per_parameter(True, 4, "fp16") == 4 + 12 / 4
+
+
+def test_a_typed_selective_recompute_with_a_method_is_refused_where_megatron_refuses_it():
+    r = first(BASE + ["--recompute-granularity", "selective", "--recompute-method", "uniform"])
+    assert r is not None and r.line == 1371

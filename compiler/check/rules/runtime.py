@@ -15,6 +15,7 @@ from typing import Any, Iterator
 
 from ...diagnostics import Diagnostic, Severity
 from ...megatron.pretrain import SPLIT_SOURCE_LINES, PipelineSplit, pipeline_split_refusal
+from ...megatron.flags import FLAGS, Row
 from ..context import RuleContext
 
 COMMIT = "571370c8"
@@ -89,28 +90,55 @@ def check_pipeline_split(ctx: RuleContext) -> Iterator[Diagnostic]:
                      path, hint=_SPLIT_HINTS[refusal.field])
 
 
-def check_validate_args(ctx: RuleContext) -> Iterator[Diagnostic]:
-    """A raw flag Megatron's parser accepts and validate_args refuses (an exit, an assert, a raise)."""
-    t = _pretrain(ctx)
-    if t is None or not t.args or not ctx.facts.pretrain_complete or ctx.facts.layout is None:
-        return
-    from ...megatron.validate import refusals  # deferred: Megatron's validate_args table loads only for pretrain specs with raw args
+# The lines of validate_args the typed rules already word in the spec's terms (each a refusal the typed
+# rules report on the bad-spec corpus: megatron-batch 710, megatron-train-length 1230-1250,
+# megatron-hidden-heads 1283, megatron-seq-cp 1287, megatron-max-position 1299, megatron-lr 1305,
+# megatron-experts 1487-1488; parallel-divisibility 425). Every other refusal is reported here.
+TYPED_RULE_LINES = frozenset({425, 710, 1230, 1232, 1234, 1237, 1244, 1246, 1248, 1251, 1283, 1287, 1299, 1305,
+                              1487, 1488}) | frozenset(SPLIT_SOURCE_LINES)
 
-    values, where = _values(ctx, t)
-    # the first refusal a raw flag takes part in; those of typed fields alone the typed rules word in
-    # the spec's terms, and the pipeline split has its own rule
-    refusal = next((r for r in refusals(values, ctx.facts.layout.world)
-                    if r.line not in SPLIT_SOURCE_LINES and any(d in where for d in r.reads)), None)
-    if refusal is None:
+
+def _typed_field(dest: str) -> tuple[str, ...] | None:
+    """The typed spec field whose flag sets DEST, if one does (the one flag table)."""
+    from ...megatron.argflags import _surface  # deferred: the argument surface loads only when a refusal is found
+    names = {name for name, entry in _surface(False).flags.items() if entry["dest"] == dest}
+    return next((row.path for row in FLAGS if isinstance(row, Row) and row.flag in names), None)
+
+
+def check_validate_args(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """What validate_args refuses at start (an exit, an assert, a raise) that no typed rule reports: a raw
+    flag's, located at training.args[i], or a typed field's, located at that field."""
+    t = _pretrain(ctx)
+    if t is None or not ctx.facts.pretrain_complete or ctx.facts.layout is None:
         return
-    raw = sorted(where[d] for d in refusal.reads if d in where)
-    index = raw[0]
-    flags = ", ".join(dict.fromkeys(t.args[i].split("=", 1)[0] for i in raw))
-    yield ctx.locate(
-        "megatron-validate-args", f"training.args[{index}]: Megatron's validate_args refuses {flags} at start "
-        f"on every rank ({refusal.where} at {COMMIT}): {refusal.message}", ("training", "args", index),
-        hint=_validate_hint(refusal.message, flags),
-    )
+    from ...megatron.validate import arg_values, refusals  # deferred: Megatron's validate_args table loads only for complete pretrain specs
+
+    typed = [tok for f in ctx.facts.flags or () for tok in (f.name, *f.values)]
+    values, at = arg_values(typed + list(t.args))
+    where = {d: i - len(typed) for d, i in at.items() if i >= len(typed)}
+    for refusal in refusals(values, ctx.facts.layout.world):
+        raw = sorted(where[d] for d in refusal.reads if d in where)
+        if raw:
+            index = raw[0]
+            flags = ", ".join(dict.fromkeys(t.args[i].split("=", 1)[0] for i in raw))
+            if refusal.line in SPLIT_SOURCE_LINES:
+                continue
+            yield ctx.locate(
+                "megatron-validate-args", f"training.args[{index}]: Megatron's validate_args refuses {flags} at "
+                f"start on every rank ({refusal.where} at {COMMIT}): {refusal.message}", ("training", "args", index),
+                hint=_validate_hint(refusal.message, flags))
+            return
+        if refusal.line in TYPED_RULE_LINES:
+            continue
+        fields = [p for p in (_typed_field(d) for d in refusal.reads) if p is not None]
+        if not fields:
+            continue
+        names = ", ".join(dict.fromkeys(".".join(p) for p in fields))
+        yield ctx.locate(
+            "megatron-validate-args", f"{names}: Megatron's validate_args refuses this at start on every rank "
+            f"({refusal.where} at {COMMIT}): {refusal.message}", fields[0], hint=f"change {names} so that Megatron's "
+            f"check holds" + (f": `{refusal.message[7:]}`" if refusal.message.startswith("assert ") else ""))
+        return
 
 
 def _validate_hint(message: str, flags: str) -> str:
