@@ -20,6 +20,7 @@ from .emit import check_outputs, write_outputs
 from .load.discover import bases_of, display_path, find_specs, recorded_path, repository_root
 from .load.override import Override
 from .plan.types import Plan
+from .schema.records import JobSpec
 from .one_pass import CompileResult, compile_spec
 
 
@@ -48,7 +49,7 @@ class Outcome(NamedTuple):
     stale: bool = False  # --check found differences (reported as diagnostics)
     diffs: str = ""  # unified diffs of stale files, for text output
     plan: Plan | None = None
-    spec: Any = None
+    spec: JobSpec | None = None
 
 
 def regenerate_command(path: str, options: Options) -> tuple[str, str]:

@@ -16,7 +16,8 @@ from compiler.megatron.flops import flops_args, num_floating_point_operations
 from compiler.megatron.hf.moe import layer_freq_flag
 from compiler.megatron.hf.size import convert_size, export_gib, parameter_count
 from compiler.megatron.huggingface import HFConfigError, UnsupportedArchitecture, derive, hf_model_fields
-from compiler.schema.record import Overlay
+from compiler.megatron.hf.model import HFModel
+from compiler.schema.record import extend, replace
 from compiler.one_pass import compile_spec
 from helpers import REPO
 
@@ -187,9 +188,8 @@ def test_no_value_of_any_key_crashes_the_derivation(name):
 
 def test_mla_and_moe_reach_the_flops():
     a = derive(config("DeepSeek-V3"))
-    model = Overlay(type("M", (), {"seq_length": 4096, "num_experts": None, "moe_router_topk": 2,
-                                   "moe_ffn_hidden_size": None, "swiglu": True, "ffn_hidden_size": None})(),
-                    **hf_model_fields(a), seq_length=4096)
+    base = compile_spec(str(REPO / "specs" / "gpt-7b.yaml"), "gpt-7b.yaml", render_files=False).spec.training.model
+    model = extend(replace(base, seq_length=4096, ffn_hidden_size=None), HFModel, **hf_model_fields(a))
     args = flops_args(model, a.vocab_size)
     assert args.multi_latent_attention and args.q_lora_rank == 1536 and args.moe_layer_freq[:4] == [0, 0, 0, 1]
     assert args.mtp_num_layers == 1 and args.moe_shared_expert_intermediate_size == 2048

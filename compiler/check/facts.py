@@ -10,7 +10,8 @@ import posixpath
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..megatron.data import DATA_DIR, Prefix, prefixes
-from ..megatron.flags import Flag, flags
+from ..megatron.flags import Flag, SpecView, flags
+from ..megatron.hf.model import HFModel
 from ..megatron.parallel import ParallelLayout, parallel_layout, world_size
 from ..megatron.pretrain import (
     MODEL_REQUIRED, REQUIRED_SECTIONS, is_bounded_example, is_pretrain, num_microbatches, train_iterations,
@@ -22,7 +23,8 @@ from ..paths import is_within, normalize_path
 from ..platform.engine import Engine
 from ..platform.engines import DEFAULT_ENGINE, engine
 from ..schema.defaults import MEGATRON_ROOT
-from ..schema.record import Overlay
+from ..schema.record import extend, replace
+from ..schema.records import Training
 
 if TYPE_CHECKING:  # the models themselves load only for the specs that need them (docs/performance.md)
     from ..megatron.hf.size import ConvertSize
@@ -30,18 +32,6 @@ if TYPE_CHECKING:  # the models themselves load only for the specs that need the
     from ..megatron.memory import Estimate
     from ..megatron.stop import StopTimes
     from ..megatron.timing import StepTime
-
-
-class SpecView(NamedTuple):
-    """The sections of a spec that validated, where Megatron's helpers read a whole spec."""
-
-    training: Any
-    parallelism: Any
-    resources: Any
-    prepared: tuple[Prefix, ...] | None = None  # the preparation step's prefixes: training's data
-    hf: HFArchitecture | None = None  # init_from's architecture: its flags replace the typed model's
-    hf_path: str | None = None  # the Hugging Face directory: its tokenizer
-    converted: str | None = None  # the converted checkpoint: --pretrained-checkpoint
 
 
 class Facts(NamedTuple):
@@ -68,7 +58,7 @@ class Facts(NamedTuple):
     virtual_pipeline: int | None  # Megatron's virtual_pipeline_model_parallel_size (None: no interleaving)
     prepare_output_dir: str | None  # the preparation step's output directory (default applied)
     prepared: tuple[Prefix, ...] | None  # the prefixes it writes, which training reads
-    training: Any  # training as the rules and the plan read it: the model init_from derives filled in
+    training: Training | None  # training as the rules and the plan read it: the model init_from derives filled in
     hf: HFArchitecture | None  # init_from's architecture, from the committed config.json
     hf_error: str | None  # why it could not be derived
     hf_config: dict[str, Any] | None  # the committed config.json it derives from
@@ -106,7 +96,8 @@ def _init_from(init: Any, config: dict[str, Any] | None, tensor: int) -> tuple[H
         return None, str(exc)
 
 
-def effective_training(training: Any, hf: HFArchitecture | None, hf_path: str | None = None) -> Any:
+def effective_training(training: Training | None, hf: HFArchitecture | None,
+                       hf_path: str | None = None) -> Training | None:
     """training with init_from's model architecture (the spec's own fields are checked against it
     by a rule) and the model directory's tokenizer; training itself without init_from."""
     if hf_path is None or training is None:
@@ -115,12 +106,12 @@ def effective_training(training: Any, hf: HFArchitecture | None, hf_path: str | 
     if hf is not None and training.model is not None:
         from ..megatron.huggingface import hf_model_fields  # deferred: init_from specs only: Hugging Face's architecture tables
 
-        changes["model"] = Overlay(training.model, **hf_model_fields(hf))
+        changes["model"] = extend(training.model, HFModel, **hf_model_fields(hf))
     if training.data is not None:
-        tokenizer = Overlay(training.data.tokenizer, type="HuggingFaceTokenizer", model=hf_path, vocab_file=None,
+        tokenizer = replace(training.data.tokenizer, type="HuggingFaceTokenizer", model=hf_path, vocab_file=None,
                             merge_file=None)
-        changes["data"] = Overlay(training.data, tokenizer=tokenizer)
-    return Overlay(training, **changes)
+        changes["data"] = replace(training.data, tokenizer=tokenizer)
+    return replace(training, **changes)
 
 
 def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_ENGINE,
@@ -149,7 +140,7 @@ def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_E
                and not is_within(script, root))
     pretrain = training is not None and is_pretrain(training.script)
     bounded = training is not None and is_bounded_example(training.script, root)
-    complete = (pretrain and all(getattr(training, s) is not None for s in REQUIRED_SECTIONS)
+    complete = (training is not None and pretrain and all(getattr(training, s) is not None for s in REQUIRED_SECTIONS)
                 and all(getattr(training.model, f) is not None for f in MODEL_REQUIRED))
     prepare = training.data.prepare if training is not None and training.data is not None else None
     out_dir = prepared = None
@@ -166,7 +157,7 @@ def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_E
             and layout is not None:
         virtual = virtual_pipeline_size(training.model.num_layers, layout.pipeline, training.virtual_pipeline)
     flag_list = est = step = stop = None
-    if complete and par is not None and (prepare is None or prepared is not None):
+    if complete and training is not None and par is not None and (prepare is None or prepared is not None):
         converted_dir = _converted(init, mount, name)
         view = SpecView(training, par, res, prepared, hf, None if init is None else init.huggingface.path,
                         converted_dir)

@@ -8,6 +8,7 @@ from ..diagnostics import Diagnostic, Severity, make_error
 from ..load.discover import lock_path
 from ..load.inputs import exists
 from ..load.source import SourceDoc
+from ..schema.records import JobSpec
 
 if TYPE_CHECKING:
     from ..load.lockfile import Lock
@@ -22,7 +23,7 @@ def _at(doc: SourceDoc, dotted: str) -> dict[str, Any]:
             "end_column": span.end_column}
 
 
-def check_pins(doc: SourceDoc, spec: Any, path: str, display: str, *, require: bool) -> tuple[Lock | None, list[Diagnostic]]:
+def check_pins(doc: SourceDoc, spec: JobSpec, path: str, display: str, *, require: bool) -> tuple[Lock | None, list[Diagnostic]]:
     """The spec's lock (specs/NAME.lock beside specs/NAME.yaml) when it fits the spec, and the
     diagnostics: a lock that cannot be read (at its line), one that no longer matches the spec (at
     the spec's line, naming the lock's), or none when --require-lock asks for one."""

@@ -9,9 +9,14 @@ megatron/training/arguments.py at the pinned commit 571370c829ca768fe37244f4e2e7
 from __future__ import annotations
 
 import keyword
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
 
+from ..schema.records import Parallelism, Resources, Training
+from .data import Prefix
 from .runfiles import RUN_CHECKPOINT_DIR, TENSORBOARD_DIR
+
+if TYPE_CHECKING:  # the architecture tables load for init_from specs only
+    from .huggingface import HFArchitecture
 
 # When a row's flag is passed. A field left out is Megatron's own default, so only what a spec
 # says differs from Megatron appears on the command line.
@@ -35,6 +40,19 @@ class Flag(NamedTuple):
     run_root_relative: bool = False  # the single value is a path under $RUN_ROOT
 
 
+class SpecView(NamedTuple):
+    """The sections of a spec that validated, as Megatron's helpers read a whole spec
+    (check/facts.py builds it: training with init_from's architecture and tokenizer filled in)."""
+
+    training: Training
+    parallelism: Parallelism
+    resources: Resources | None
+    prepared: tuple[Prefix, ...] | None = None  # the preparation step's prefixes: training's data
+    hf: HFArchitecture | None = None  # init_from's architecture: its flags replace the typed model's
+    hf_path: str | None = None  # the Hugging Face directory: its tokenizer
+    converted: str | None = None  # the converted checkpoint: --pretrained-checkpoint
+
+
 class Row(NamedTuple):
     """A typed field and its flag. kind: int | float | str | switch | const:VALUE | run-root:DIR."""
 
@@ -52,7 +70,7 @@ class Custom(NamedTuple):
     when its typed fields do not already pass them."""
 
     flags: tuple[str, ...]
-    derive: Callable[[Any], Iterator[Flag]]
+    derive: Callable[[SpecView], Iterator[Flag]]
     owned: bool = True
 
 
@@ -60,9 +78,10 @@ def _path(text: str) -> tuple[str, ...]:
     return tuple(text.split("."))
 
 
-def _kernel_flags(spec: Any) -> Iterator[Flag]:
+def _kernel_flags(spec: SpecView) -> Iterator[Flag]:
     t = spec.training
     m = t.model
+    assert m is not None  # a complete pretrain spec (check/facts.py)
     if m.transformer_impl == "local" or not t.fused_kernels:
         # Megatron asserts persist_layer_norm is off with torch's LayerNorm (no Apex, no TE)
         yield Flag("--no-persist-layer-norm")
@@ -75,11 +94,12 @@ def _kernel_flags(spec: Any) -> Iterator[Flag]:
             yield Flag("--no-rope-fusion")
 
 
-def _data_path_flags(spec: Any) -> Iterator[Flag]:
+def _data_path_flags(spec: SpecView) -> Iterator[Flag]:
     data = spec.training.data
+    assert data is not None  # a complete pretrain spec (check/facts.py)
     if data.mock:
         return
-    prepared = getattr(spec, "prepared", None)  # a preparation step's prefixes (check/facts.py SpecView)
+    prepared = spec.prepared  # a preparation step's prefixes
     if prepared:
         if any(p.weight is not None for p in prepared):
             yield Flag("--data-path", tuple(v for p in prepared for v in (number(p.weight or 1.0), p.prefix)))
@@ -184,9 +204,9 @@ def attribute(name: str) -> str:
     return name + "_" if keyword.iskeyword(name) else name
 
 
-def _lookup(spec: Any, path: tuple[str, ...]) -> tuple[Any, Any]:
+def _lookup(spec: SpecView, path: tuple[str, ...]) -> tuple[Any, Any]:
     """(the section holding the field, the field's value); (None, None) when a section is absent."""
-    section = spec
+    section: Any = spec
     for name in path[:-1]:
         section = getattr(section, attribute(name))
         if section is None:
@@ -254,10 +274,10 @@ def _hf_replaces(row: Row) -> bool:
             or row.path[: len(TOKENIZER_PATH)] == TOKENIZER_PATH)
 
 
-def flags(spec: Any) -> list[Flag]:
+def flags(spec: SpecView) -> list[Flag]:
     """Every flag the typed sections of a pretrain spec set, in the table's order."""
     out: list[Flag] = []
-    hf = getattr(spec, "hf", None)  # init_from's architecture (check/facts.py SpecView)
+    hf = spec.hf  # init_from's architecture
     for entry in FLAGS:
         if isinstance(entry, Custom):
             out.extend(entry.derive(spec))
@@ -265,12 +285,14 @@ def flags(spec: Any) -> list[Flag]:
         if hf is not None and _hf_replaces(entry):
             if entry.flag == "--num-layers":
                 out.extend(_words_to_flags(hf.flags))
-                t = spec.training
-                if t.model.transformer_impl == "transformer_engine" and t.fused_kernels:
+                model = spec.training.model
+                assert model is not None  # a complete pretrain spec (check/facts.py)
+                if model.transformer_impl == "transformer_engine" and spec.training.fused_kernels:
                     out.extend(Flag(f) for f in hf.te_flags)  # Bridge's MoE kernel choices, TE only
             elif entry.flag == "--tokenizer-type":
                 from .huggingface import tokenizer_flags as hf_tokenizer_flags  # deferred: init_from specs only
 
+                assert spec.hf_path is not None  # an architecture comes with its directory
                 out.extend(_words_to_flags(hf_tokenizer_flags(spec.hf_path)))
             continue
         if entry.requires is not None and not _lookup(spec, entry.requires)[1]:
@@ -278,7 +300,7 @@ def flags(spec: Any) -> list[Flag]:
         section, value = _lookup(spec, entry.path)
         if _passes(entry, section, value):
             out.append(_flag(entry, value))
-        if hf is not None and entry.flag == "--load" and _passes(entry, section, value):
+        if hf is not None and spec.converted is not None and entry.flag == "--load" and _passes(entry, section, value):
             # restart-safe: the first start loads the converted weights (no run checkpoint yet), a
             # restart its own checkpoint; never a silent random start (checkpointing.py:1628-1636)
             out += [Flag(INIT_FLAGS[0], (spec.converted,)), Flag(INIT_FLAGS[1])]
@@ -288,12 +310,13 @@ def flags(spec: Any) -> list[Flag]:
 TOKENIZER_PATH = ("training", "data", "tokenizer")
 
 
-def tokenizer_flags(spec: Any) -> list[Flag]:
+def tokenizer_flags(spec: SpecView) -> list[Flag]:
     """The tokenizer's flags alone, from the same rows as training's: tools/preprocess_data.py
     reads them with Megatron's own _add_tokenizer_args, so both steps tokenize alike by construction."""
-    if getattr(spec, "hf", None) is not None:
+    if spec.hf is not None:
         from .huggingface import tokenizer_flags as hf_tokenizer_flags  # deferred: init_from specs only
 
+        assert spec.hf_path is not None  # an architecture comes with its directory
         return _words_to_flags(hf_tokenizer_flags(spec.hf_path))
     out = []
     for row in ROWS:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from ..schema.records import Model
+from .hf.model import HFModel
 from .pretrain import ffn_hidden_size
 
 
@@ -149,22 +151,25 @@ def flops_split(args: Any, batch_size: int) -> FlopsSplit:
     return FlopsSplit(total, logits, core, (total - logits) / (args.num_layers + mtp))
 
 
-def flops_args(model: Any, padded_vocab: int) -> FlopsArgs:
+def flops_args(model: Model, padded_vocab: int) -> FlopsArgs:
     """FlopsArgs from a spec's training.model, with Megatron's derived values; init_from's model
-    (check/facts.py effective_training) adds kv_channels and the MoE/MLA fields of the HF config."""
-    mla = getattr(model, "mla", None)
-    return FlopsArgs(
+    (check/facts.py effective_training, an HFModel) adds kv_channels and the MoE/MLA fields of the HF config."""
+    hf = model if isinstance(model, HFModel) else None
+    mla = None if hf is None else hf.mla
+    assert model.num_layers is not None and model.hidden_size is not None and model.num_attention_heads is not None
+    args = FlopsArgs(
         num_layers=model.num_layers, hidden_size=model.hidden_size, num_attention_heads=model.num_attention_heads,
-        kv_channels=getattr(model, "kv_channels", None) or model.hidden_size // model.num_attention_heads,  # :1283
-        moe_layer_freq=list(getattr(model, "moe_layer_freq", None) or ()) or 1,
-        moe_shared_expert_intermediate_size=getattr(model, "moe_shared_expert_intermediate_size", None),
-        mtp_num_layers=getattr(model, "mtp_num_layers", None),
+        kv_channels=(hf.kv_channels if hf is not None else None) or model.hidden_size // model.num_attention_heads,  # :1283
+        moe_layer_freq=list((hf.moe_layer_freq if hf is not None else None) or ()) or 1,
+        moe_shared_expert_intermediate_size=None if hf is None else hf.moe_shared_expert_intermediate_size,
+        mtp_num_layers=None if hf is None else hf.mtp_num_layers,
         multi_latent_attention=mla is not None,
-        **({} if mla is None else {"q_lora_rank": mla.q_lora_rank, "kv_lora_rank": mla.kv_lora_rank,
-                                   "qk_head_dim": mla.qk_head_dim, "qk_pos_emb_head_dim": mla.qk_pos_emb_head_dim,
-                                   "v_head_dim": mla.v_head_dim}),
         ffn_hidden_size=ffn_hidden_size(model), seq_length=model.seq_length,
         padded_vocab_size=padded_vocab, group_query_attention=model.num_query_groups is not None,
         num_query_groups=model.num_query_groups, swiglu=model.swiglu, num_experts=model.num_experts,
         moe_router_topk=model.moe_router_topk, moe_ffn_hidden_size=model.moe_ffn_hidden_size,
     )
+    if mla is None:
+        return args
+    return args._replace(q_lora_rank=mla.q_lora_rank, kv_lora_rank=mla.kv_lora_rank, qk_head_dim=mla.qk_head_dim,
+                         qk_pos_emb_head_dim=mla.qk_pos_emb_head_dim, v_head_dim=mla.v_head_dim)

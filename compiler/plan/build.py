@@ -23,7 +23,8 @@ from ..megatron.runfiles import (
 from ..platform.engine import DEFAULT_MASTER_PORT, Engine, StepRequest
 from ..platform.images import ImagePins, image_pins
 from ..platform.prices import PRICES, PriceRow, cost_of
-from ..schema.record import Overlay, to_json
+from ..schema.record import replace, to_json
+from ..schema.records import JobSpec
 
 if TYPE_CHECKING:
     from ..load.lockfile import Lock
@@ -45,7 +46,7 @@ PREPARE = "prepare.sh"
 SUMMARY_ARTIFACTS = (Artifact("plan.md", "plan.md.j2"),)
 
 
-def spec_digest(spec: Any) -> str:
+def spec_digest(spec: JobSpec) -> str:
     """sha256 of the resolved spec (defaults applied) as canonical JSON."""
     canonical = json.dumps(to_json(spec), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
@@ -58,7 +59,7 @@ def _image_host(reference: str) -> str:
     return "docker.io"
 
 
-def _base_mirror(spec: Any) -> str:
+def _base_mirror(spec: JobSpec) -> str:
     """nvcr.io/nvidia/pytorch:25.03-py3 -> REGISTRY/NAMESPACE/nvidia-pytorch:25.03-py3 (the seed's naming)."""
     ref = spec.image.base.split("@", 1)[0]
     name, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "")
@@ -68,7 +69,7 @@ def _base_mirror(spec: Any) -> str:
     return f"{spec.image.registry}/{spec.image.namespace}/{'-'.join(parts)}:{tag or 'latest'}"
 
 
-def _train_request(spec: Any, facts: Facts) -> StepRequest:
+def _train_request(spec: JobSpec, facts: Facts) -> StepRequest:
     """What the training step asks of the engine: every worker, with its GPUs."""
     res = spec.resources
     assert facts.mount_path is not None and facts.run_root is not None
@@ -79,7 +80,7 @@ def _train_request(spec: Any, facts: Facts) -> StepRequest:
                        stop_grace_s=facts.stop.grace_s if facts.stop is not None and facts.engine.sets_grace else None)
 
 
-def engine_step(adapter: Engine, request: StepRequest, spec: Any, pins: ImagePins,
+def engine_step(adapter: Engine, request: StepRequest, spec: JobSpec, pins: ImagePins,
                 before: tuple[Artifact, ...], after: tuple[Artifact, ...] = (), **values: Any) -> Step:
     """A step run as a job of the spec's engine: its artifacts with the engine's job document
     (which carries the step's script) after `before`, and the job."""
@@ -88,7 +89,7 @@ def engine_step(adapter: Engine, request: StepRequest, spec: Any, pins: ImagePin
     return Step(kind=request.kind, artifacts=artifacts, job=adapter.job(request, spec, pins), **values)
 
 
-def _steps_report(spec: Any, facts: Facts, steps: tuple[Step, ...]) -> tuple[ReportSection, ...]:
+def _steps_report(spec: JobSpec, facts: Facts, steps: tuple[Step, ...]) -> tuple[ReportSection, ...]:
     """The Steps section, for plans of more than the training step."""
     runs = [s for s in steps if s.kind != "image"]
     if len(runs) < 2:
@@ -110,7 +111,7 @@ def _training_time(*args: Any) -> Any:
     return training_time(*args)
 
 
-def _bridge_install(spec: Any) -> tuple[str, ...]:
+def _bridge_install(spec: JobSpec) -> tuple[str, ...]:
     if spec.init_from is None:
         return ()
     from ..megatron.huggingface import BRIDGE_REQUIREMENTS  # deferred: init_from specs only
@@ -118,7 +119,7 @@ def _bridge_install(spec: Any) -> tuple[str, ...]:
     return ("pip", "install", "--no-cache-dir") + BRIDGE_REQUIREMENTS[spec.init_from.bridge]
 
 
-def pinning(spec: Any, lock: Lock | None, spec_display: str, document: str) -> str:
+def pinning(spec: JobSpec, lock: Lock | None, spec_display: str, document: str) -> str:
     """How the base image is pinned, for the report."""
     if lock is None:
         return f"{spec.image.base}: unpinned (a tag can move): run `{TOOL} lock {spec_display}`"
@@ -130,7 +131,7 @@ def pinning(spec: Any, lock: Lock | None, spec_display: str, document: str) -> s
     return text
 
 
-def _pretrain_plan(spec: Any, facts: Facts, prices: tuple[PriceRow, ...]) -> PretrainPlan | None:
+def _pretrain_plan(spec: JobSpec, facts: Facts, prices: tuple[PriceRow, ...]) -> PretrainPlan | None:
     if not facts.is_pretrain:
         return None
     t = spec.training
@@ -138,6 +139,7 @@ def _pretrain_plan(spec: Any, facts: Facts, prices: tuple[PriceRow, ...]) -> Pre
     microbatches, virtual, iterations = facts.num_microbatches, facts.virtual_pipeline, facts.train_iters
     # validation guarantees these: the layout, the flags, a training length and a batch that divides
     assert layout is not None and facts.flags is not None and microbatches is not None and iterations is not None
+    assert t.batch is not None and t.checkpoint is not None  # a complete pretrain spec
     step = facts.step_time
     total = None if step is None else _training_time(step, layout.world, t.batch.global_, t.train_iters,
                                                       t.train_samples)
@@ -164,7 +166,7 @@ def _stage_peaks(training: Any, layout: Any) -> tuple[Any, ...]:
     return tuple(stage_peaks(training, layout) or ())
 
 
-def _launch_plan(spec: Any, facts: Facts, pretrain: PretrainPlan | None, adapter: Engine) -> LaunchPlan:
+def _launch_plan(spec: JobSpec, facts: Facts, pretrain: PretrainPlan | None, adapter: Engine) -> LaunchPlan:
     res, par = spec.resources, spec.parallelism
     assert facts.run_root is not None and facts.script is not None
     multi = res.workers > 1
@@ -195,9 +197,10 @@ def _launch_plan(spec: Any, facts: Facts, pretrain: PretrainPlan | None, adapter
         # Megatron asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with TP or CP on Hopper and older GPUs, so
         # that communication kernels are queued ahead of the compute they overlap with.
         env.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
-    resume = spec.training.resume or (pretrain is not None and spec.training.checkpoint.resume)
+    checkpoint = spec.training.checkpoint if pretrain is not None else None  # a complete pretrain spec's
+    resume = spec.training.resume or (checkpoint is not None and checkpoint.resume)
     loads = pretrain is not None and any(f.name == "--load" for f in pretrain.flags)
-    ckpt_format = spec.training.checkpoint.format if pretrain is not None else "torch_dist"
+    ckpt_format = checkpoint.format if checkpoint is not None else "torch_dist"
     assert facts.layout is not None  # a plan is built only for a spec whose layout divides
     return LaunchPlan(
         datasets_dir=Word((Var("MEGATRON_ROOT"), "/" + DATASETS_DIR)), node_env=adapter.node_env,
@@ -215,16 +218,18 @@ def _launch_plan(spec: Any, facts: Facts, pretrain: PretrainPlan | None, adapter
     )
 
 
-def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | None = None,
+def build_plan(spec: JobSpec, facts: Facts, spec_display: str, regenerate: str | None = None,
                lock: Lock | None = None, prices: tuple[PriceRow, ...] = PRICES) -> Plan:
     """Derive every value the artifacts need from a spec that validated without errors, its facts
     and its lock (the image digests), when it has one."""
-    spec = Overlay(spec, training=facts.training)  # init_from's architecture and tokenizer filled in
+    digest = spec_digest(spec)  # the spec as written (defaults applied), not what is derived over it
+    assert facts.training is not None
+    spec = replace(spec, training=facts.training)  # init_from's architecture and tokenizer filled in
     layout = facts.layout
     assert layout is not None and facts.run_root is not None and facts.mount_path is not None
     root = facts.megatron_root
     reference = f"{spec.image.registry}/{spec.image.namespace}/{spec.image.repository}:{spec.image.tag}"
-    header = Header(tool=TOOL, version=__version__, spec=spec_display, spec_sha256=spec_digest(spec),
+    header = Header(tool=TOOL, version=__version__, spec=spec_display, spec_sha256=digest,
                     regenerate=regenerate or f"{TOOL} {spec_display}")
     pins = image_pins(spec.image.base, reference, lock.base.digest if lock else None,
                       lock.built.digest if lock and lock.built else None)
@@ -253,6 +258,7 @@ def build_plan(spec: Any, facts: Facts, spec_display: str, regenerate: str | Non
     prepare = prepare_plan(spec, facts)
     prepare_steps: tuple[Step, ...] = ()
     if prepare is not None:
+        assert spec.training.data is not None  # a preparation step prepares training's data
         prepare_verify = prepare_verify_plan(facts.prepared or (), spec.training.data.tokenizer, prepare.output_dir)
         prepare_steps = (engine_step(adapter, prepare_request(spec, facts.run_root, facts.mount_path, PREPARE), spec,
                                      pins, (Artifact(PREPARE, "prepare.sh.j2"),),

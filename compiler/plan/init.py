@@ -10,6 +10,7 @@ from typing import Any, Callable
 from ..check.facts import Facts
 from ..megatron.runfiles import RUN_CHECKPOINT_DIR
 from ..platform.engine import StepRequest
+from ..schema.records import JobSpec
 from .types import InitPlan, Step
 
 
@@ -18,7 +19,7 @@ def config_digest(config: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def init_plan(spec: Any, facts: Facts) -> InitPlan | None:
+def init_plan(spec: JobSpec, facts: Facts) -> InitPlan | None:
     """The values of init_from's scripts, or None without init_from."""
     init = spec.init_from
     if init is None:
@@ -35,7 +36,7 @@ def init_plan(spec: Any, facts: Facts) -> InitPlan | None:
     )
 
 
-def init_steps(spec: Any, plan: InitPlan | None, run_root: str, mount: str,
+def init_steps(spec: JobSpec, plan: InitPlan | None, run_root: str, mount: str,
                engine_step: Callable[[StepRequest, InitPlan], Step]) -> tuple[tuple[Step, ...], tuple[Step, ...]]:
     """(the steps before training, the steps after it), each a job of the spec's engine on one node
     (`engine_step` makes the step of a request): convert on the GPUs the model needs (facts.convert),

@@ -3,14 +3,12 @@ prefix by prefix with a manifest written last."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..check.facts import Facts
 from ..megatron.data import MANIFEST_SUFFIX, PREPROCESS_SCRIPT, Prefix, tokenizer_record
 from ..megatron.pretrain import padded_vocab_size, vocab_size
-from ..megatron.flags import tokenizer_flags
+from ..megatron.flags import SpecView, tokenizer_flags
 from ..platform.engine import StepRequest
-from ..schema.record import Overlay
+from ..schema.records import JobSpec
 from .build_words import flag_words
 from .shell import Var, Word
 from .types import DataCheck, PrepareInputPlan, PrepareOutput, PreparePlan
@@ -28,7 +26,7 @@ COUNT_PROBE = (
 )
 
 
-def prepare_plan(spec: Any, facts: Facts) -> PreparePlan | None:
+def prepare_plan(spec: JobSpec, facts: Facts) -> PreparePlan | None:
     """The preparation of a spec with training.data.prepare, or None."""
     data = spec.training.data
     if data is None or data.prepare is None:
@@ -38,7 +36,8 @@ def prepare_plan(spec: Any, facts: Facts) -> PreparePlan | None:
     by_input: dict[str, list[Prefix]] = {}
     for p in facts.prepared:
         by_input.setdefault(p.input, []).append(p)
-    view = spec if facts.hf is None else Overlay(spec, hf=facts.hf, hf_path=spec.init_from.huggingface.path)
+    hf_path = None if facts.hf is None or spec.init_from is None else spec.init_from.huggingface.path
+    view = SpecView(spec.training, spec.parallelism, spec.resources, hf=facts.hf, hf_path=hf_path)
     tokenizer = tuple(flag_words(f) for f in tokenizer_flags(view))
     inputs = []
     for path, prefixes in by_input.items():
@@ -56,14 +55,16 @@ def prepare_plan(spec: Any, facts: Facts) -> PreparePlan | None:
                        manifest=tokenizer_record(data.tokenizer), count_probe=COUNT_PROBE)
 
 
-def prepare_request(spec: Any, run_root: str, mount: str, script: str) -> StepRequest:
+def prepare_request(spec: JobSpec, run_root: str, mount: str, script: str) -> StepRequest:
     """What the preparation asks of the engine: one node, CPUs and the shared storage, no GPU."""
+    data = spec.training.data
+    assert data is not None and data.prepare is not None  # a spec with a preparation step (prepare_plan)
     return StepRequest(kind="prepare", name=f"{spec.name}-prepare"[:63], nodes=1, gpus_per_node=0,
-                       flavor=spec.training.data.prepare.flavor, rdma=False, slow_training_detection=False,
+                       flavor=data.prepare.flavor, rdma=False, slow_training_detection=False,
                        run_root=run_root, mount_path=mount, script=script)
 
 
-def data_check(spec: Any, facts: Facts) -> DataCheck:
+def data_check(spec: JobSpec, facts: Facts) -> DataCheck:
     """What launch.sh checks of the data before torchrun (the prefixes a preparation writes, or the spec's
     paths): a prefix never prepared, or prepared with another tokenizer or a larger vocabulary, fails
     there with its reason in launch.log, not in Megatron after the job has its GPUs."""
@@ -74,5 +75,6 @@ def data_check(spec: Any, facts: Facts) -> DataCheck:
     prefixes = tuple(p.prefix for p in facts.prepared) if facts.prepared else tuple(data.paths)
     lines = tuple(f"{name}: {value}" for name, value in tokenizer_record(data.tokenizer))
     vocab = vocab_size(t) if t.model is not None else None
-    rows = padded_vocab_size(vocab, t.model.make_vocab_size_divisible_by, spec.parallelism.tensor) if vocab else 0
+    rows = padded_vocab_size(vocab, t.model.make_vocab_size_divisible_by, spec.parallelism.tensor) \
+        if vocab and t.model is not None else 0
     return DataCheck(bool(prefixes), prefixes, MANIFEST_SUFFIX, lines, bool(rows), rows)

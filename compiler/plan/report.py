@@ -11,6 +11,7 @@ from ..megatron.parallel import RANK_ORDER, RankLayout
 from ..megatron.runfiles import RUN_CHECKPOINT_DIR, EXIT_RECORD, RUNTIME_RECORD, TRAIN_LOG
 from ..megatron.flags import STOP_FLAGS
 from ..megatron.stop import FIRST_SAVE_S, GRACE_MARGIN_S, SAVE_SHARE, SIGNAL, START_MARGIN_S, minutes
+from ..schema.records import JobSpec
 from .types import LaunchPlan, PretrainPlan, ReportSection
 
 
@@ -26,7 +27,7 @@ def _bytes(value: int) -> str:
     return f"{value:,} B ({value / 1024**3:,.2f} GiB)"
 
 
-def report(spec: Any, facts: Facts, groups: RankLayout, launch: LaunchPlan, reference: str,
+def report(spec: JobSpec, facts: Facts, groups: RankLayout, launch: LaunchPlan, reference: str,
            pretrain: PretrainPlan | None, pinning: str) -> tuple[ReportSection, ...]:
     """The sections of plan.md and --explain."""
     parallel = facts.layout
@@ -69,6 +70,7 @@ def report(spec: Any, facts: Facts, groups: RankLayout, launch: LaunchPlan, refe
     ]
     if pretrain is not None:
         t = spec.training
+        assert t.batch is not None  # a complete pretrain spec (check/facts.py pretrain_complete)
         rows = [
             ("train iterations", str(pretrain.train_iters)),
             ("micro × global batch", f"{t.batch.micro} × {t.batch.global_}"),
@@ -95,10 +97,12 @@ def steps_section(steps: tuple[tuple[str, str], ...], data_rows: tuple[tuple[str
     return ReportSection("Steps", rows + data_rows)
 
 
-def data_rows(spec: Any, facts: Facts, vocab: int | None) -> tuple[tuple[str, str], ...]:
+def data_rows(spec: JobSpec, facts: Facts, vocab: int | None) -> tuple[tuple[str, str], ...]:
     """Per prefix: its estimated tokens, .bin and .idx bytes and tokenizing time, from the inputs'
     stated sizes at the stated rates."""
-    prepare = spec.training.data.prepare
+    data = spec.training.data
+    prepare = None if data is None else data.prepare
+    assert prepare is not None  # a spec with a preparation step (plan/prepare.py prepare_plan)
     rows: list[tuple[str, str]] = [("data output", str(facts.prepare_output_dir))]
     sizes = {i.path: i.size_mb for i in prepare.inputs}
     total = 0.0

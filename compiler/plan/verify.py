@@ -16,6 +16,7 @@ from ..megatron.runfiles import (
     worker_log_dir,
 )
 from ..megatron.data import MANIFEST_SUFFIX, Prefix, tokenizer_record
+from ..schema.records import JobSpec
 from .shell import Word, under
 
 # A random start's first loss is about ln(vocab); trained weights are far below it.
@@ -34,7 +35,7 @@ def _check(function: str, label: str, *args: Word | str | int) -> Check:
     return Check(function, (Word.lit(label),) + words)
 
 
-def verify_plan(spec: Any, layout: ParallelLayout, groups: RankLayout, pretrain: PretrainPlan | None,
+def verify_plan(spec: JobSpec, layout: ParallelLayout, groups: RankLayout, pretrain: PretrainPlan | None,
                 bounded: bool, run_root: str, prepared: tuple[Prefix, ...] = (),
                 converted: str | None = None) -> VerifyPlan:
     """The checks of a training step, worker by worker, then the prepared data it reads, then the
@@ -79,7 +80,10 @@ def verify_plan(spec: Any, layout: ParallelLayout, groups: RankLayout, pretrain:
         # a restarted run (a stop that saved, a time limit, a requeue) appends to train.log: each
         # restart must continue from its save (iteration, consumed samples, loss), never start over
         raw = {arg_flag_name(arg) for arg in spec.training.args}
-        batch = 0 if RAMPUP_FLAG in raw else spec.training.batch.global_
+        t = spec.training
+        # a pretrain plan is made for a complete pretrain spec alone (check/facts.py pretrain_complete)
+        assert t.batch is not None and t.model is not None and t.data is not None and t.checkpoint is not None
+        batch = 0 if RAMPUP_FLAG in raw else t.batch.global_
         checks.append(_check("check_restarts", f"restarts continue from their save{where}", last, batch,
                              spec.training.logging.interval))
         if spec.training.precision == "fp16":
@@ -95,20 +99,20 @@ def verify_plan(spec: Any, layout: ParallelLayout, groups: RankLayout, pretrain:
             checks.append(_check("check_file", "converted checkpoint", converted + "/" + LATEST_CHECKPOINT))
             checks.append(_check("check_contains", "the converted weights were loaded", first,
                                  f"successfully loaded checkpoint from {converted}"))
-            vocab = spec.training.model.vocab_size
+            vocab = t.model.vocab_size
             if vocab:
                 limit = f"{RANDOM_START_FRACTION * math.log(vocab):.3f}"
                 checks.append(_check("check_first_loss_below",
                                      f"first loss below {RANDOM_START_FRACTION} x ln(vocab {vocab}) (no random start)",
                                      last, limit))
         for prefix in prepared:
-            for key, wanted in tokenizer_record(spec.training.data.tokenizer):
+            for key, wanted in tokenizer_record(t.data.tokenizer):
                 checks.append(_check("check_value", f"prepared {prefix.stem}_{prefix.key} {key} (the training tokenizer)",
                                      prefix.prefix + MANIFEST_SUFFIX, key, wanted))
         checks.append(_check("check_content", "latest checkpointed iteration",
                              _in_run_root(ckpt + LATEST_CHECKPOINT), pretrain.train_iters))
         ckpt += checkpoint_iteration_dir(pretrain.train_iters) + "/"
-        legacy = spec.training.checkpoint.format == "torch"
+        legacy = t.checkpoint.format == "torch"
         raw = {arg_flag_name(arg) for arg in spec.training.args}
         ranks = shard_ranks(groups, fully_parallel_save=NO_FULLY_PARALLEL_SAVE not in raw)
     else:

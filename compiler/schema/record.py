@@ -6,7 +6,7 @@ imports them back; the validator installs the serializer `model_dump` uses.
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, TypeVar
 
 from ..tree import rebuild
 
@@ -72,6 +72,36 @@ def _rebuild(cls: type[Record], values: dict[str, Any], fields_set: set[str]) ->
     object.__setattr__(record, "__pydantic_extra__", None)
     object.__setattr__(record, "__pydantic_private__", None)
     return record
+
+
+R = TypeVar("R", bound=Record)
+
+
+def fields(cls: type[Record]) -> frozenset[str]:
+    """The fields of a record class (its own and its bases'), as its attributes name them."""
+    return frozenset(name for klass in cls.__mro__ if issubclass(klass, Record) and klass is not Record
+                     for name in vars(klass).get("__annotations__", {}))
+
+
+def replace(record: R, **changes: Any) -> R:
+    """A new record of record's class with some fields replaced (a derived value where the spec left
+    a field out: the architecture init_from derives, a candidate layout of `size`); the fields the
+    spec set stay those it set. Nested records are replaced by passing a replaced record."""
+    return extend(record, type(record), **changes)
+
+
+def extend(record: Record, cls: type[R], **changes: Any) -> R:
+    """record as cls, a subclass of its class that adds fields (given in changes, all of them), with
+    changes applied: a derived record typed with what is derived beyond the spec's fields."""
+    if not issubclass(cls, type(record)):
+        raise TypeError(f"{cls.__name__} does not extend {type(record).__name__}")
+    unknown = set(changes) - fields(cls)
+    missing = fields(cls) - fields(type(record)) - set(changes)
+    if unknown or missing:
+        raise TypeError(f"{cls.__name__}: unknown fields {sorted(unknown)}, missing fields {sorted(missing)}")
+    rebuilt = _rebuild(cls, {**record.__dict__, **changes}, set(record.__pydantic_fields_set__))
+    assert isinstance(rebuilt, cls)
+    return rebuilt
 
 
 class Overlay:
