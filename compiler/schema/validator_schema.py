@@ -10,7 +10,7 @@ from . import formats, records
 
 PYDANTIC = '2.14.4'
 PYDANTIC_CORE = '2.50.5'
-KEY = '1156e1b865da8e56f8027b32e35bbcbb'
+KEY = '8599ada9e067c3e81503b179a5613c72'
 
 
 def schema() -> dict[str, Any]:
