@@ -22,12 +22,13 @@ from .plan.guardrails import NONE, Guardrails, absolute, guardrails_of
 from .plan.types import Plan
 from .render.render import render
 from .platform.prices import price_table
+from .schema.records import JobSpec
 
 
 class CompileResult(NamedTuple):
     spec_file: str  # as diagnostics and headers print it
     diagnostics: list[Diagnostic]
-    spec: Any = None  # the validated spec (schema.records.JobSpec)
+    spec: JobSpec | None = None  # the validated spec
     plan: Plan | None = None
     files: dict[str, str] | None = None  # artifact name -> text; None on errors or when not rendered
     bases: tuple[str, ...] = ()  # real paths of the base specs it extends

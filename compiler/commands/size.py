@@ -23,8 +23,9 @@ from ..megatron.memory import estimate
 from ..megatron.parallel import data_parallel_size, model_parallel_size, parallel_layout, world_size
 from ..megatron.timing import MODEL_ERROR, spec_step_time, training_time
 from ..one_pass import compile_spec
-from ..schema.record import Overlay as _View
-from ..megatron.gpus import gpu_named, gpu_of_flavor
+from ..schema.record import new, replace
+from ..schema.records import JobSpec, Recompute
+from ..megatron.gpus import Gpu, gpu_named, gpu_of_flavor
 from ..diagnostics import format_text
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -165,12 +166,6 @@ def candidate_layouts(model: ModelFacts, global_batch: int, max_gpus: int,
 # ---------------------------------------------------------------------------- sizing
 
 
-class _Recompute(NamedTuple):
-    granularity: str
-    method: str | None
-    num_layers: int | None
-
-
 class Sized(NamedTuple):
     candidate: Candidate
     peak_gb: float
@@ -180,24 +175,25 @@ class Sized(NamedTuple):
     gpu_hours: float | None
 
 
-def candidate_spec(spec: Any, c: Candidate, gpu: Any) -> Any:
+def candidate_spec(spec: JobSpec, c: Candidate, gpu: Gpu) -> JobSpec:
     """The spec as the candidate's overrides would make it, for the estimator and the step model."""
     t = spec.training
+    assert t.batch is not None  # main refuses a spec without one
     recompute = None
     if c.recompute == "selective":
-        recompute = _Recompute("selective", None, None)
+        recompute = new(Recompute, granularity="selective", method=None, num_layers=None)
     elif c.recompute == "full":
-        recompute = _Recompute("full", "uniform", 1)
-    training = _View(t, batch=_View(t.batch, micro=c.micro), sequence_parallel=c.sequence_parallel,
-                     distributed_optimizer=c.distributed_optimizer, virtual_pipeline=c.virtual_pipeline,
-                     recompute=recompute)
-    resources = _View(spec.resources, workers=c.workers, gpus_per_worker=c.gpus_per_worker,
-                      gpu_memory_gb=gpu.memory_gb, rdma=spec.resources.rdma and c.workers > 1)
-    parallelism = _View(spec.parallelism, tensor=c.tensor, pipeline=c.pipeline, context=c.context)
-    return _View(spec, training=training, resources=resources, parallelism=parallelism)
+        recompute = new(Recompute, granularity="full", method="uniform", num_layers=1)
+    training = replace(t, batch=replace(t.batch, micro=c.micro), sequence_parallel=c.sequence_parallel,
+                       distributed_optimizer=c.distributed_optimizer, virtual_pipeline=c.virtual_pipeline,
+                       recompute=recompute)
+    resources = replace(spec.resources, workers=c.workers, gpus_per_worker=c.gpus_per_worker,
+                        gpu_memory_gb=gpu.memory_gb, rdma=spec.resources.rdma and c.workers > 1)
+    parallelism = replace(spec.parallelism, tensor=c.tensor, pipeline=c.pipeline, context=c.context)
+    return replace(spec, training=training, resources=resources, parallelism=parallelism)
 
 
-def size_candidate(spec: Any, c: Candidate, gpu: Any) -> Sized | None:
+def size_candidate(spec: JobSpec, c: Candidate, gpu: Gpu) -> Sized | None:
     """Memory and time of one candidate; None when it does not fit the GPU cleanly."""
     view = candidate_spec(spec, c, gpu)
     res, par = view.resources, view.parallelism
@@ -212,6 +208,7 @@ def size_candidate(spec: Any, c: Candidate, gpu: Any) -> Sized | None:
     if step is None:
         return None
     t = spec.training
+    assert t.batch is not None  # main refuses a spec without one
     total = training_time(step, c.world, t.batch.global_, t.train_iters, t.train_samples)
     return Sized(c, est.peak_mb * 2**20 / 1e9, est.peak_fraction_of_gpu, step,
                  None if total is None else total.seconds, None if total is None else total.gpu_hours)
@@ -223,11 +220,13 @@ def rank_key(s: Sized, by: str) -> tuple[Any, ...]:
     return (s.step.seconds, gpu_seconds) if by == "time" else (gpu_seconds, s.step.seconds)
 
 
-def ranked_layouts(path: str, display: str, spec: Any, gpu: Any, max_gpus: int, gpus_per_worker: int,
+def ranked_layouts(path: str, display: str, spec: JobSpec, gpu: Gpu, max_gpus: int, gpus_per_worker: int,
                    top: int, by: str) -> tuple[list[Sized], int, int]:
     """The top layouts that fit and compile cleanly (one per parallel shape: its fastest micro batch,
     recompute and optimizer choice), with how many were enumerated and how many fit."""
     t, m = spec.training, spec.training.model
+    # main refuses a spec without these
+    assert m is not None and m.num_layers is not None and m.num_attention_heads is not None and t.batch is not None
     facts = ModelFacts(m.num_layers, m.num_attention_heads, m.num_query_groups, m.seq_length, m.num_experts,
                        spec.parallelism.expert)
     candidates = candidate_layouts(facts, t.batch.global_, max_gpus, gpus_per_worker)
@@ -247,7 +246,7 @@ def ranked_layouts(path: str, display: str, spec: Any, gpu: Any, max_gpus: int, 
     return chosen, len(candidates), len(sized)
 
 
-def _overrides(c: Candidate, spec: Any, gpu: Any) -> tuple[str, ...]:
+def _overrides(c: Candidate, spec: JobSpec, gpu: Gpu) -> tuple[str, ...]:
     """The candidate's --set lines, and the GPU's memory when --gpu is not the flavor's GPU."""
     extra: tuple[str, ...] = ()
     flavor_gpu = gpu_of_flavor(spec.resources.worker_flavor)
@@ -344,10 +343,11 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
         err.write(format_text([d for d in base.diagnostics]) + "\n")
         return EXIT_FAIL
     spec = base.spec
+    assert spec is not None  # a spec that compiled
     if base.facts is not None and base.facts.training is not None:
-        spec = _View(spec, training=base.facts.training)  # init_from's derived model filled in
+        spec = replace(spec, training=base.facts.training)  # init_from's derived model filled in
     t = spec.training
-    if t.model is None or t.batch is None:
+    if t.model is None or t.batch is None or t.model.num_layers is None or t.model.num_attention_heads is None:
         err.write(f"{display}: size needs a pretrain_gpt.py spec with training.model and training.batch\n")
         return EXIT_FAIL
     try:

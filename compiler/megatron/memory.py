@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import activations as act
 from .gpus import gpu_of_flavor
@@ -20,6 +20,10 @@ from .parallel import ParallelLayout as Layout
 from .pretrain import (
     ffn_hidden_size, num_microbatches, padded_vocab_size, train_iterations, virtual_pipeline_size, vocab_size,
 )
+
+if TYPE_CHECKING:  # the spec as the estimator reads it
+    from ..schema.records import JobSpec
+    from .flags import SpecView
 
 MB = 1024 * 1024
 GB = 1000**3
@@ -257,7 +261,7 @@ def storage_bytes(t: Any, per_save: int, iterations: int) -> tuple[int, int, int
     return saves, logs, tensorboard
 
 
-def estimate(spec: Any, layout: Layout) -> Estimate | None:
+def estimate(spec: SpecView | JobSpec, layout: Layout) -> Estimate | None:
     """Every estimate for a pretrain spec; None when the vocabulary size is unknown, or the layout
     has no data-parallel replica, expert data-parallel replica or virtual stage to estimate for (the
     rules report those layouts as errors of their own)."""
@@ -265,6 +269,9 @@ def estimate(spec: Any, layout: Layout) -> Estimate | None:
     vocab = vocab_size(t)
     if vocab is None:
         return None
+    # a complete pretrain spec (check/facts.py pretrain_complete; `size` checks its own)
+    assert t.model is not None and t.model.num_layers is not None and t.batch is not None
+    assert spec.resources is not None
     if layout.data < 1 or layout.expert_data < 1 or virtual_pipeline_size(
             t.model.num_layers, layout.pipeline, t.virtual_pipeline) == 0:
         return None

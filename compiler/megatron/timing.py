@@ -23,7 +23,7 @@ scale the GEMMs by the dense peak and the passes by the HBM bandwidth of gpus.py
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import rates
 from .comm_time import communication
@@ -34,6 +34,10 @@ from .memory import Estimate, estimate
 from .parallel import ParallelLayout, parallel_layout, world_size
 from .pretrain import num_microbatches, padded_vocab_size, train_iterations, virtual_pipeline_size, vocab_size
 from .schedule import bubble_fraction
+
+if TYPE_CHECKING:  # the spec as the step model reads it
+    from ..schema.records import JobSpec
+    from .flags import SpecView
 
 # BEGIN FIT (tools/validate_timing.py --write; docs/performance-model.md has the runs and the folds)
 HOST_PER_MICROBATCH = 0.004480
@@ -237,12 +241,13 @@ def gpu_of_spec(resources: Any, name: str | None = None) -> Gpu | None:
     return gpu_named(name) if name is not None else gpu_of_flavor(resources.worker_flavor)
 
 
-def spec_step_time(spec: Any, gpu: Gpu | None = None, *, layout: ParallelLayout | None = None,
+def spec_step_time(spec: SpecView | JobSpec, gpu: Gpu | None = None, *, layout: ParallelLayout | None = None,
                    est: Estimate | None = None) -> StepTime | None:
     """The step model for a pretrain spec, on its layout with its memory estimate (the facts pass
     both; computed here when a caller has neither); None when the estimator cannot size it or the
     GPU is unknown."""
     t, res, par = spec.training, spec.resources, spec.parallelism
+    assert res is not None  # the facts size a spec whose resources validated
     gpu = gpu or gpu_of_flavor(res.worker_flavor)
     if gpu is None or t.model is None or t.batch is None:
         return None
@@ -262,10 +267,12 @@ def spec_step_time(spec: Any, gpu: Gpu | None = None, *, layout: ParallelLayout 
         return None
 
 
-def parallel_of(spec: Any, layout: Any) -> Parallel:
+def parallel_of(spec: SpecView | JobSpec, layout: ParallelLayout) -> Parallel:
     """A spec's layout and batch as the step model's Parallel."""
     t, res = spec.training, spec.resources
     rec, m = t.recompute, t.model
+    # a complete pretrain spec (check/facts.py pretrain_complete; `size` checks its own)
+    assert res is not None and m is not None and m.num_layers is not None and t.batch is not None
     args = set(t.args)
     local = m.transformer_impl == "local"
     return Parallel(

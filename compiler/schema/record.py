@@ -57,8 +57,6 @@ def to_json(value: Any) -> Any:
 
 
 def _record_json(value: Any) -> Any:
-    if isinstance(value, Overlay):  # derived values read over a spec are not the spec
-        return to_json(object.__getattribute__(value, "_base"))
     if isinstance(value, Record):
         aliases = value.__aliases__
         return {aliases.get(name, name): to_json(item) for name, item in value.__dict__.items()}
@@ -77,10 +75,16 @@ def _rebuild(cls: type[Record], values: dict[str, Any], fields_set: set[str]) ->
 R = TypeVar("R", bound=Record)
 
 
+_FIELDS: dict[type[Record], frozenset[str]] = {}
+
+
 def fields(cls: type[Record]) -> frozenset[str]:
     """The fields of a record class (its own and its bases'), as its attributes name them."""
-    return frozenset(name for klass in cls.__mro__ if issubclass(klass, Record) and klass is not Record
-                     for name in vars(klass).get("__annotations__", {}))
+    found = _FIELDS.get(cls)
+    if found is None:
+        found = _FIELDS[cls] = frozenset(name for klass in cls.__mro__ if issubclass(klass, Record)
+                                         and klass is not Record for name in vars(klass).get("__annotations__", {}))
+    return found
 
 
 def replace(record: R, **changes: Any) -> R:
@@ -88,6 +92,16 @@ def replace(record: R, **changes: Any) -> R:
     a field out: the architecture init_from derives, a candidate layout of `size`); the fields the
     spec set stay those it set. Nested records are replaced by passing a replaced record."""
     return extend(record, type(record), **changes)
+
+
+def new(cls: type[R], **values: Any) -> R:
+    """A record of cls from a value for each of its fields: a derived section the spec did not write
+    (a candidate's recompute in `size`)."""
+    if set(values) != fields(cls):
+        raise TypeError(f"{cls.__name__}: fields {sorted(fields(cls))}, given {sorted(values)}")
+    record = _rebuild(cls, dict(values), set(values))
+    assert isinstance(record, cls)
+    return record
 
 
 def extend(record: Record, cls: type[R], **changes: Any) -> R:
@@ -102,23 +116,3 @@ def extend(record: Record, cls: type[R], **changes: Any) -> R:
     rebuilt = _rebuild(cls, {**record.__dict__, **changes}, set(record.__pydantic_fields_set__))
     assert isinstance(rebuilt, cls)
     return rebuilt
-
-
-class Overlay:
-    """A validated record read with some attributes replaced (a derived value where the spec left a
-    field out: the architecture init_from derives, a candidate layout of `size`); read-only too."""
-
-    __slots__ = ("_base", "_changes")
-
-    def __init__(self, base: Any, **changes: Any) -> None:
-        object.__setattr__(self, "_base", base)
-        object.__setattr__(self, "_changes", changes)
-
-    def __getattr__(self, name: str) -> Any:
-        changes = object.__getattribute__(self, "_changes")
-        if name in changes:
-            return changes[name]
-        return getattr(object.__getattribute__(self, "_base"), name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("an Overlay is read-only")

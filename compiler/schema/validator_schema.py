@@ -10,7 +10,7 @@ from . import formats, records
 
 PYDANTIC = '2.14.4'
 PYDANTIC_CORE = '2.50.5'
-KEY = '8599ada9e067c3e81503b179a5613c72'
+KEY = '28ac51089fb38fcdd9f109aa6036a761'
 
 
 def schema() -> dict[str, Any]:
