@@ -49,8 +49,12 @@ def _import_megatron(root: Path):
     return arguments, theoretical_memory_usage, vocab_size_with_padding
 
 
+# Flags Megatron stores under another name (TransformerConfig's argparse_meta arg_names).
+RENAMED = {"--fp8-format": "fp8"}
+
+
 def _dest(flag: str) -> str:
-    return flag.lstrip("-").replace("-", "_")
+    return RENAMED.get(flag) or flag.lstrip("-").replace("-", "_")
 
 
 # Switches Megatron stores under another name, inverted.

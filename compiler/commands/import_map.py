@@ -15,11 +15,12 @@ from typing import Any, Literal, get_args, get_origin
 
 from ..check.rules.safety import credential_flags, credential_shape, is_credential_env
 from ..check.validate import is_number
-from ..megatron.flags import IMPLIED, STOP_FLAGS, UNFUSED_FLAGS, import_table
+from ..megatron.flags import IMPLIED, IMPORTED_TYPED, STOP_FLAGS, UNFUSED_FLAGS, import_table
 from ..megatron.runfiles import RUN_CHECKPOINT_DIR, TENSORBOARD_DIR
 from ..platform.engine import RESERVED_ENV
 from ..schema.defaults import MEGATRON_ROOT
 from ..schema.models import JobSpec
+from .import_fp8 import fp8_and_performance
 from .import_record import (MARKER, TOP_DIRECTORIES, TORCHRUN_VALUE_OPTIONS, ImportFailed, Recorded,
                             _marker_reason, _show, flag_groups)
 
@@ -185,6 +186,7 @@ def to_spec(recorded: Recorded, name: str) -> ImportResult:
     raw: list[str] = []
     names = {g[0] for g in groups}
     precision_set = False
+    typed_apart: dict[str, tuple[str, ...]] = {}  # FP8's and the performance options' flags
     for flag, values in groups:
         if os.path.basename(script) != "pretrain_gpt.py":
             marked = next((v for v in values if MARKER.search(v)), None)
@@ -218,6 +220,9 @@ def to_spec(recorded: Recorded, name: str) -> ImportResult:
                               "set training.data")
             else:
                 _set(data, ("training", "data", "paths"), list(values))
+            continue
+        if flag in IMPORTED_TYPED:
+            typed_apart[flag] = values
             continue
         if flag in IMPLIED:
             continue
@@ -263,6 +268,7 @@ def to_spec(recorded: Recorded, name: str) -> ImportResult:
     if os.path.basename(script) == "pretrain_gpt.py":
         if not precision_set:
             training["precision"] = "fp32"
+        fp8_and_performance(training, typed_apart, report)
         unfused = set(UNFUSED_FLAGS)
         if unfused <= names:
             training["fused_kernels"] = False
@@ -362,9 +368,9 @@ def _drop_credentials(groups: list[tuple[str, tuple[str, ...]]], report: list[st
 
 
 ORDER = ("extends", "version", "name", "image", "megatron", "resources", "storage", "parallelism", "training")
-TRAINING_ORDER = ("script", "model", "batch", "train_iters", "train_samples", "optimizer", "precision", "data", "checkpoint",
-                  "sequence_parallel", "distributed_optimizer", "recompute", "virtual_pipeline", "fused_kernels",
-                  "logging", "eval", "args", "env", "resume")
+TRAINING_ORDER = ("script", "model", "batch", "train_iters", "train_samples", "optimizer", "precision", "fp8", "data",
+                  "checkpoint", "sequence_parallel", "distributed_optimizer", "recompute", "virtual_pipeline",
+                  "fused_kernels", "performance", "logging", "eval", "args", "env", "resume")
 
 
 def _ordered(data: dict[str, Any]) -> dict[str, Any]:

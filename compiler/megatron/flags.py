@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
 
 from ..schema.records import Parallelism, Resources, Training
 from .data import Prefix
+from .fp8 import recipe_of
+from .parallel import data_parallel_size, world_size
+from .performance import FLAGS as PERFORMANCE_FLAGS, launch_flags, resolve
 from .runfiles import RUN_CHECKPOINT_DIR, TENSORBOARD_DIR
 
 if TYPE_CHECKING:  # the architecture tables load for init_from specs only
@@ -94,6 +97,33 @@ def _kernel_flags(spec: SpecView) -> Iterator[Flag]:
             yield Flag("--no-rope-fusion")
 
 
+# FP8 (megatron/fp8.py): the BF16 base precision and TE's recipe; --bf16 stays the precision row's.
+FP8_FLAGS = ("--fp8-format", "--fp8-recipe", "--fp8-amax-history-len", "--fp8-amax-compute-algo")
+
+
+# Megatron's defaults (transformer_config.py:518-555): a value equal to one is passed only when the
+# spec wrote it, as NOT_DEFAULT rows do; the format has none (None means no FP8).
+FP8_MEGATRON_DEFAULTS = (None, "delayed", 1, "most_recent")
+
+
+def _fp8_flags(spec: SpecView) -> Iterator[Flag]:
+    recipe = recipe_of(spec.training)
+    if recipe is None:
+        return
+    written = spec.training.fp8.model_fields_set if spec.training.fp8 is not None else frozenset()
+    yield Flag("--bf16")
+    for name, field, value, default in zip(FP8_FLAGS, recipe._fields, recipe, FP8_MEGATRON_DEFAULTS):
+        if value != default or field in written:
+            yield Flag(name, (str(value),))
+
+
+def _performance_flags(spec: SpecView) -> Iterator[Flag]:
+    res, par = spec.resources, spec.parallelism
+    data = 1 if res is None else data_parallel_size(world_size(res.workers, res.gpus_per_worker), par.tensor,
+                                                    par.pipeline, par.context)
+    yield from (Flag(name, values) for name, values in launch_flags(resolve(spec.training, data)))
+
+
 def _data_path_flags(spec: SpecView) -> Iterator[Flag]:
     data = spec.training.data
     assert data is not None  # a complete pretrain spec (check/facts.py)
@@ -167,6 +197,7 @@ FLAGS: tuple[Row | Custom, ...] = (
     R("--adam-beta2", "training.optimizer.adam_beta2", "float", GIVEN),
     R("--bf16", "training.precision", "const:bf16", EQUALS),
     R("--fp16", "training.precision", "const:fp16", EQUALS),
+    Custom(FP8_FLAGS, _fp8_flags),
     R("--mock-data", "training.data.mock", "switch", TRUE),
     Custom(("--data-path",), _data_path_flags),
     R("--split", "training.data.split", "str", SET),
@@ -187,6 +218,7 @@ FLAGS: tuple[Row | Custom, ...] = (
     R("--eval-iters", "training.eval.iters", "int", GIVEN),
     R("--log-throughput", "training.logging.throughput", "switch", TRUE),
     R("--tensorboard-dir", "training.logging.tensorboard", f"run-root:{TENSORBOARD_DIR}", TRUE),
+    Custom(PERFORMANCE_FLAGS, _performance_flags),
 )
 
 ROWS: tuple[Row, ...] = tuple(r for r in FLAGS if isinstance(r, Row))
@@ -345,8 +377,11 @@ def import_table() -> dict[str, tuple[tuple[str, ...], str]]:
     return table
 
 
+# Flags `import` turns into typed fields of their own (training.fp8, training.performance).
+IMPORTED_TYPED = frozenset(FP8_FLAGS) | frozenset(PERFORMANCE_FLAGS)
 # Flags the compiler derives from other fields; present in a script, they are implied, not copied.
-IMPLIED = (frozenset(f for c in FLAGS if isinstance(c, Custom) for f in c.flags if f != "--data-path")
+IMPLIED = (frozenset(f for c in FLAGS if isinstance(c, Custom) for f in c.flags
+                     if f != "--data-path" and f not in IMPORTED_TYPED)
            | frozenset(r.flag for r in ROWS if r.kind == "switch" and r.when != TRUE)
            | frozenset(r.flag for r in ROWS if r.kind.startswith("const:") and r.requires is not None))
 

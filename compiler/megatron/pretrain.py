@@ -15,7 +15,7 @@ PRETRAIN_SCRIPT = "pretrain_gpt.py"
 BOUNDED_EXAMPLE = "examples/run_simple_mcore_train_loop.py"
 BOUNDED_EXAMPLE_ITERATIONS = 5  # its `for iteration in range(5)`
 PRETRAIN_SECTIONS = ("model", "batch", "train_iters", "train_samples", "optimizer", "data", "checkpoint",
-                     "recompute", "virtual_pipeline")
+                     "recompute", "virtual_pipeline", "fp8", "performance")
 REQUIRED_SECTIONS = ("model", "batch", "optimizer", "data", "checkpoint")
 # The model's fields without a default: the spec gives them, or init_from derives them.
 MODEL_REQUIRED = ("num_layers", "hidden_size", "num_attention_heads", "max_position_embeddings")

@@ -7,7 +7,9 @@ from typing import Any
 from ..check.facts import Facts
 from ..megatron.data import (LEVEL, TOKENS_PER_INPUT_BYTE, TOKENS_PER_SECOND_MAX, TOKENS_PER_SECOND_PER_WORKER,
                              estimate_prefix, token_bytes)
+from ..megatron.fp8 import PUBLISHED_STEP_RATIO_SOURCE, recipe_of
 from ..megatron.parallel import RANK_ORDER, RankLayout
+from ..megatron.performance import resolve
 from ..megatron.runfiles import RUN_CHECKPOINT_DIR, EXIT_RECORD, RUNTIME_RECORD, TRAIN_LOG
 from ..megatron.flags import STOP_FLAGS
 from ..megatron.stop import FIRST_SAVE_S, GRACE_MARGIN_S, SAVE_SHARE, SIGNAL, START_MARGIN_S, minutes
@@ -84,7 +86,20 @@ def report(spec: JobSpec, facts: Facts, groups: RankLayout, launch: LaunchPlan, 
         else:
             rows += estimate_rows(est, spec.storage.quota_gb)
         sections.append(ReportSection("Training and estimates", tuple(rows)))
+        sections.append(performance_section(t, parallel.data))
     return tuple(sections)
+
+
+def performance_section(t: Any, data_parallel: int) -> ReportSection:
+    """Each performance option the launch passes or leaves off, and why (megatron/performance.py), and
+    FP8's recipe and step-time source (megatron/fp8.py)."""
+    rows = list(resolve(t, data_parallel).reasons)
+    recipe = recipe_of(t)
+    if recipe is not None:
+        rows.append(("FP8", f"format {recipe.format}, recipe {recipe.recipe}, amax history {recipe.amax_history_len} "
+                            f"({recipe.amax_compute_algo}), on a BF16 base, through Transformer Engine"))
+        rows.append(("FP8 step time", f"the time estimate is at the BF16 rate; {PUBLISHED_STEP_RATIO_SOURCE}"))
+    return ReportSection("Performance options", tuple(rows))
 
 
 def _size(value: float) -> str:

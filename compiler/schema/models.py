@@ -233,6 +233,26 @@ class Evaluation(_Section):
     iters: int = Field(default=100, ge=0)
 
 
+class Fp8(_Section):
+    """FP8 matrix multiplies through Transformer Engine (training.precision: fp8), on a BF16 base."""
+
+    format: Literal["hybrid", "e4m3"] = "hybrid"  # --fp8-format: hybrid keeps gradients in e5m2
+    recipe: Literal["delayed", "tensorwise", "blockwise", "mxfp8"] = "delayed"  # --fp8-recipe
+    amax_history_len: int = Field(default=1024, ge=1)  # delayed scaling's window (Megatron's Llama-3 FP8 example)
+    amax_compute_algo: Literal["max", "most_recent"] = "max"
+
+
+class Performance(_Section):
+    """Megatron's performance options; null: the compiler's default where Megatron's rules allow it."""
+
+    overlap_grad_reduce: bool | None = None  # default: on at data parallel > 1
+    overlap_param_gather: bool | None = None  # default: on with the distributed optimizer at data parallel > 1
+    cross_entropy_fusion: bool | None = None  # default: on with fused_kernels (--cross-entropy-loss-fusion)
+    manual_gc: bool | None = None  # default: on (--manual-gc: collect at fixed steps on every rank)
+    manual_gc_interval: int = Field(default=100, ge=0)  # --manual-gc-interval; 0: only around evaluation
+    tp_comm_overlap: bool = False  # TE userbuffers: needs sequence parallel and an image that built them
+
+
 class Training(_Section):
     """What torchrun starts on every worker; the typed sections apply to pretrain_gpt.py."""
 
@@ -247,7 +267,8 @@ class Training(_Section):
     train_iters: int | None = Field(default=None, ge=1)  # exactly one of train_iters and train_samples
     train_samples: int | None = Field(default=None, ge=1)  # sample-based training (--train-samples)
     optimizer: Optimizer | None = None
-    precision: Literal["bf16", "fp16", "fp32"] = "bf16"
+    precision: Literal["bf16", "fp16", "fp32", "fp8"] = "bf16"  # fp8: FP8 GEMMs on bf16 (training.fp8)
+    fp8: Fp8 | None = None  # FP8's recipe; default: Fp8's defaults
     data: Data | None = None
     checkpoint: Checkpoint | None = None
     sequence_parallel: bool = False
@@ -255,6 +276,7 @@ class Training(_Section):
     recompute: Recompute | None = None
     virtual_pipeline: int | None = Field(default=None, ge=1)  # layers per virtual pipeline stage
     fused_kernels: bool = True  # false: --no-persist-layer-norm and the other --no-*-fusion flags
+    performance: Performance | None = None  # default: every option at its default (megatron/performance.py)
     logging: Logging = Field(default_factory=Logging)
     eval: Evaluation = Field(default_factory=Evaluation)
 

@@ -48,6 +48,17 @@ class Evaluation(Record):
     iters: int
 
 
+class Fp8(Record):
+    """FP8 matrix multiplies through Transformer Engine (training.precision: fp8), on a BF16 base."""
+
+    __slots__ = ()
+
+    format: Literal['hybrid', 'e4m3']
+    recipe: Literal['delayed', 'tensorwise', 'blockwise', 'mxfp8']
+    amax_history_len: int
+    amax_compute_algo: Literal['max', 'most_recent']
+
+
 class HuggingFaceSource(Record):
     """A Hugging Face model: its config.json committed beside the spec, its directory on the storage."""
 
@@ -180,6 +191,19 @@ class Parallelism(Record):
     expert_tensor: int | None
 
 
+class Performance(Record):
+    """Megatron's performance options; null: the compiler's default where Megatron's rules allow it."""
+
+    __slots__ = ()
+
+    overlap_grad_reduce: bool | None
+    overlap_param_gather: bool | None
+    cross_entropy_fusion: bool | None
+    manual_gc: bool | None
+    manual_gc_interval: int
+    tp_comm_overlap: bool
+
+
 class Prepare(Record):
     """A preparation step: Megatron-LM's tools/preprocess_data.py turns each input into .bin/.idx
     prefixes, which become training.data.paths; one tokenizer serves both steps."""
@@ -309,7 +333,8 @@ class Training(Record):
     train_iters: int | None
     train_samples: int | None
     optimizer: Optimizer | None
-    precision: Literal['bf16', 'fp16', 'fp32']
+    precision: Literal['bf16', 'fp16', 'fp32', 'fp8']
+    fp8: Fp8 | None
     data: Data | None
     checkpoint: Checkpoint | None
     sequence_parallel: bool
@@ -317,6 +342,7 @@ class Training(Record):
     recompute: Recompute | None
     virtual_pipeline: int | None
     fused_kernels: bool
+    performance: Performance | None
     logging: Logging
     eval: Evaluation
 

@@ -17,6 +17,7 @@ from .megatron import (
     check_megatron_model, check_megatron_optimizer, check_memory, check_pretrain_sections,
     check_sequence_parallel, check_storage_quota, check_training_length,
 )
+from .precision import check_fp8, check_performance
 from .parallel import (
     check_bounded_args, check_bounded_layout, check_expert_divisibility, check_parallel_divisibility, check_rdma,
 )
@@ -48,6 +49,8 @@ RULES: tuple[Rule, ...] = (
     Rule("megatron-train-length", ("training",), check_training_length),
     Rule("megatron-data-source", ("training",), check_megatron_data),
     Rule("megatron-sequence-parallel", ("training", "parallelism"), check_sequence_parallel),
+    Rule("fp8-transformer-engine", ("training", "parallelism", "resources"), check_fp8),
+    Rule("performance-option", ("training", "parallelism"), check_performance),
     Rule("args-duplicate-flag", ("training", "parallelism"), check_duplicate_flags),
     Rule("megatron-unknown-flag", ("training",), check_raw_args),
     Rule("megatron-validate-args", ("training", "parallelism", "resources"), check_validate_args),

@@ -1,0 +1,109 @@
+"""The performance options an expert turns on, and which of them the compiler sets by default.
+
+Megatron-LM ships these off; its own Llama-3 H100 example (examples/llama/train_llama3_8b_h100_fp8.sh:
+--cross-entropy-loss-fusion, --manual-gc, --overlap-grad-reduce, --overlap-param-gather with the
+distributed optimizer) and Megatron Bridge's recipes (v0.5.1 src/megatron/bridge/recipes/common.py:
+manual_gc with interval 100, overlap_grad_reduce and overlap_param_gather with the distributed
+optimizer) turn them on. The compiler does the same where Megatron's rules at the pinned commit
+(571370c8) allow it; training.performance turns each one off (or TP comm overlap on). Each default
+below says why it is safe.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, NamedTuple
+
+
+class Options(NamedTuple):
+    """Each option as the launch passes it, and why (the compiler's default, or the spec)."""
+
+    overlap_grad_reduce: bool
+    overlap_param_gather: bool
+    cross_entropy_fusion: bool
+    manual_gc: bool
+    manual_gc_interval: int
+    tp_comm_overlap: bool
+    reasons: tuple[tuple[str, str], ...]  # (option, why it is on or off), for plan.md
+
+
+FLAGS = ("--overlap-grad-reduce", "--overlap-param-gather", "--cross-entropy-loss-fusion", "--manual-gc",
+         "--manual-gc-interval", "--tp-comm-overlap")
+
+
+class _Defaults(NamedTuple):
+    """training.performance when the spec leaves it out: schema/models.py Performance's defaults."""
+
+    overlap_grad_reduce: bool | None = None
+    overlap_param_gather: bool | None = None
+    cross_entropy_fusion: bool | None = None
+    manual_gc: bool | None = None
+    manual_gc_interval: int = 100
+    tp_comm_overlap: bool = False
+
+
+_DEFAULTS = _Defaults()
+
+
+def _pick(given: bool | None, default: bool, why_default: str) -> tuple[bool, str]:
+    if given is None:
+        return default, f"{'on' if default else 'off'} by default: {why_default}"
+    return given, f"{'on' if given else 'off'}: the spec says so"
+
+
+def resolve(t: Any, data_parallel: int) -> Options:
+    """The options of a pretrain training section at a data-parallel size."""
+    p = t.performance if t.performance is not None else _DEFAULTS
+    dp = data_parallel > 1
+    grad, grad_why = _pick(p.overlap_grad_reduce, dp, (
+        "the gradient reduce-scatter/all-reduce of each bucket starts during the backward pass "
+        "(distributed_data_parallel.py), same arithmetic" if dp else "data parallel 1 has nothing to reduce"))
+    param_default = dp and t.distributed_optimizer and grad
+    param, param_why = _pick(p.overlap_param_gather, param_default, (
+        "the parameter all-gather of the distributed optimizer overlaps the next forward "
+        "(arguments.py:1003-1008: needs the distributed optimizer and overlap_grad_reduce)" if param_default else
+        "needs the distributed optimizer, overlap_grad_reduce and data parallel > 1 (arguments.py:1003-1008)"))
+    deterministic = "--deterministic-mode" in getattr(t, "args", ())
+    ce, ce_why = _pick(p.cross_entropy_fusion, bool(t.fused_kernels) and not deterministic, (
+        "training.fused_kernels is false" if not t.fused_kernels else
+        "--deterministic-mode refuses it (arguments.py:1538)" if deterministic else
+        "Megatron's native fused vocab-parallel cross entropy (fusions/fused_cross_entropy.py), the same "
+        "loss; --cross-entropy-fusion-impl te is refused (arguments.py:1528-1533)"))
+    gc, gc_why = _pick(p.manual_gc, True, (
+        f"Python's collector runs on every rank at the same steps (every {p.manual_gc_interval}; training.py:2945, "
+        "3264) instead of at random times that stall the collectives"))
+    tp_why = ("on: the spec says so (needs TE built with userbuffers; arguments.py:1386 needs sequence parallel)"
+              if p.tp_comm_overlap else
+              "off: needs Transformer Engine built with userbuffers in the image, which the compiler cannot see")
+    reasons = (("overlap_grad_reduce", grad_why), ("overlap_param_gather", param_why),
+               ("cross_entropy_fusion", ce_why), ("manual_gc", gc_why), ("tp_comm_overlap", tp_why))
+    return Options(grad, param, ce, gc, p.manual_gc_interval, p.tp_comm_overlap, reasons)
+
+
+def launch_flags(options: Options) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """(flag, values) for the options that are on."""
+    if options.overlap_grad_reduce:
+        yield "--overlap-grad-reduce", ()
+    if options.overlap_param_gather:
+        yield "--overlap-param-gather", ()
+    if options.cross_entropy_fusion:
+        yield "--cross-entropy-loss-fusion", ()
+    if options.manual_gc:
+        yield "--manual-gc", ()
+        if options.manual_gc_interval:  # Megatron's default is 0
+            yield "--manual-gc-interval", (str(options.manual_gc_interval),)
+    if options.tp_comm_overlap:
+        yield "--tp-comm-overlap", ()
+
+
+def imported(present: dict[str, tuple[str, ...]]) -> dict[str, Any]:
+    """training.performance for a script's flags: each option exactly as the script has it."""
+    out: dict[str, Any] = {
+        "overlap_grad_reduce": "--overlap-grad-reduce" in present,
+        "overlap_param_gather": "--overlap-param-gather" in present,
+        "cross_entropy_fusion": "--cross-entropy-loss-fusion" in present,
+        "manual_gc": "--manual-gc" in present,
+        "tp_comm_overlap": "--tp-comm-overlap" in present,
+    }
+    interval = present.get("--manual-gc-interval")
+    out["manual_gc_interval"] = int(interval[0]) if interval and interval[0].isdigit() else 0
+    return out
