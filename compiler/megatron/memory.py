@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import activations as act
+from .fp8 import fp8_memory
 from .gpus import gpu_of_flavor
 from .parallel import ParallelLayout as Layout
 from .pretrain import (
@@ -286,6 +287,9 @@ def estimate(spec: SpecView | JobSpec, layout: Layout) -> Estimate | None:
     held = megatron_weight_and_optimizer_bytes(t, layout, padded, t.precision)
     peak_bytes = (held + peak.position_embeddings + peak.attention_buffer + peak.layers + peak.loss
                   + act.CUBLAS_WORKSPACE_BYTES)
+    fp8 = fp8_memory(t, layout)  # FP8's weight copies and amax history (megatron/fp8.py), else None
+    if fp8 is not None:
+        peak_bytes += fp8.weight_copies + fp8.amax_history
     per_save = checkpoint_bytes_per_save(t, counts["total"])
     iterations = train_iterations(t.train_iters, t.train_samples, t.batch.global_)
     saves, logs, tensorboard = storage_bytes(t, per_save, iterations)
@@ -306,7 +310,7 @@ def estimate(spec: SpecView | JobSpec, layout: Layout) -> Estimate | None:
         peak_at=peak.at,
         attention=("unfused (transformer_impl: local): the scores are stored, measured" if shape.local_attention
                    else "fused (transformer_impl: transformer_engine): no scores stored, not measured"),
-        not_measured=not_measured(shape, t),
+        not_measured=not_measured(shape, t) + ((fp8.note,) if fp8 is not None else ()),
         num_microbatches=micro,
         tokens_per_step=t.batch.global_ * t.model.seq_length,
         checkpoint_bytes_per_save=per_save,
