@@ -32,6 +32,7 @@ from .gpus import GPUS, Gpu, gpu_named, gpu_of_flavor
 from .layer_time import Model, StageWork, _recomputed_fraction, stage_work
 from .memory import Estimate, estimate
 from .parallel import ParallelLayout, parallel_layout, world_size
+from .performance import resolve
 from .pretrain import num_microbatches, padded_vocab_size, train_iterations, virtual_pipeline_size, vocab_size
 from .schedule import bubble_fraction
 
@@ -273,7 +274,7 @@ def parallel_of(spec: SpecView | JobSpec, layout: ParallelLayout) -> Parallel:
     rec, m = t.recompute, t.model
     # a complete pretrain spec (check/facts.py pretrain_complete; `size` checks its own)
     assert res is not None and m is not None and m.num_layers is not None and t.batch is not None
-    args = set(t.args)
+    options = resolve(t, layout.data)  # the performance options as the launch passes them
     local = m.transformer_impl == "local"
     return Parallel(
         tensor=layout.tensor, pipeline=layout.pipeline, context=layout.context, data=layout.data,
@@ -286,8 +287,8 @@ def parallel_of(spec: SpecView | JobSpec, layout: ParallelLayout) -> Parallel:
         recompute=None if rec is None else rec.granularity,
         recompute_method=None if rec is None else rec.method,
         recompute_num_layers=None if rec is None else rec.num_layers,
-        overlap_grad_reduce="--overlap-grad-reduce" in args, overlap_param_gather="--overlap-param-gather" in args,
-        tp_comm_overlap="--tp-comm-overlap" in args,
+        overlap_grad_reduce=options.overlap_grad_reduce, overlap_param_gather=options.overlap_param_gather,
+        tp_comm_overlap=options.tp_comm_overlap,
         rdma=res.rdma, local_attention=local, fused_kernels=t.fused_kernels,
         precision=t.precision, stack="local" if local else "te",
         model=Model(bias=not m.disable_bias_linear, rope=m.position_embedding == "rope",
