@@ -12,7 +12,7 @@ from compiler.load.discover import bases_of
 from compiler.one_pass import compile_spec
 
 REPO = Path(__file__).resolve().parent.parent
-FOLDERS = ("tests/e2e", "tests/e2e/failed", "tests/e2e/multigpu")
+FOLDERS = ("tests/e2e", "tests/e2e/failed", "tests/e2e/multigpu", "tests/e2e/te")
 ALL = sorted(str(p) for folder in FOLDERS for p in (REPO / folder).glob("*.yaml"))
 BASES = bases_of(ALL)
 JOBS = [p for p in ALL if str(Path(p).resolve()) not in BASES]

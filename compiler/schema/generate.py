@@ -68,7 +68,7 @@ def generate() -> str:
     return "\n".join(out) + "\n"
 
 
-_REF = re.compile(r"^(compiler\.schema\.models\.\w+):\d+$")
+_REF = re.compile(r"^(compiler\.schema\.(?:models|sections)\.\w+):\d+$")
 
 
 class _Expression:

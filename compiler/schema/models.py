@@ -23,6 +23,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchem
 
 from .defaults import MEGATRON_REPO, MEGATRON_ROOT
 from .formats import CHECKS, FORMATS, no_control
+from .sections import Fp8, Performance, _Section
 
 SPEC_SCHEMA_ID = "megatron-job.schema.json"
 
@@ -50,15 +51,6 @@ GitUrl = _format("GitUrl")
 AbsolutePath = _format("AbsolutePath")
 Split = _format("Split")
 EnvName = _format("EnvName")
-
-
-# defer_build: validators are built on first use, not at import, so that `--help` and a spec that
-# fails in YAML never pay for them (docs/performance.md).
-_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
-
-
-class _Section(BaseModel):
-    model_config = _CONFIG
 
 
 class Image(_Section):
@@ -231,26 +223,6 @@ class Logging(_Section):
 class Evaluation(_Section):
     interval: int | None = Field(default=None, ge=1)
     iters: int = Field(default=100, ge=0)
-
-
-class Fp8(_Section):
-    """FP8 matrix multiplies through Transformer Engine (training.precision: fp8), on a BF16 base."""
-
-    format: Literal["hybrid", "e4m3"] = "hybrid"  # --fp8-format: hybrid keeps gradients in e5m2
-    recipe: Literal["delayed", "tensorwise", "blockwise", "mxfp8"] = "delayed"  # --fp8-recipe
-    amax_history_len: int = Field(default=1024, ge=1)  # delayed scaling's window (Megatron's Llama-3 FP8 example)
-    amax_compute_algo: Literal["max", "most_recent"] = "max"
-
-
-class Performance(_Section):
-    """Megatron's performance options; null: the compiler's default where Megatron's rules allow it."""
-
-    overlap_grad_reduce: bool | None = None  # default: on at data parallel > 1
-    overlap_param_gather: bool | None = None  # default: on with the distributed optimizer at data parallel > 1
-    cross_entropy_fusion: bool | None = None  # default: on with fused_kernels (--cross-entropy-loss-fusion)
-    manual_gc: bool | None = None  # default: on (--manual-gc: collect at fixed steps on every rank)
-    manual_gc_interval: int = Field(default=100, ge=0)  # --manual-gc-interval; 0: only around evaluation
-    tp_comm_overlap: bool = False  # TE userbuffers: needs sequence parallel and an image that built them
 
 
 class Training(_Section):

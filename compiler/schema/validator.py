@@ -40,7 +40,7 @@ from . import records, validator_schema
 from pydantic_core import SchemaValidator
 from pydantic_core import SchemaSerializer
 
-_SOURCES = ("models.py", "formats.py", "validator.py", "record.py", "records.py", "generate.py")  # what the schema is built from
+_SOURCES = ("models.py", "sections.py", "formats.py", "validator.py", "record.py", "records.py", "generate.py")  # what the schema is built from
 
 # The sections the rules see on their own when the whole spec did not validate.
 SECTIONS = ("image", "megatron", "resources", "storage", "parallelism", "training", "init_from", "stop", "slurm",
@@ -80,11 +80,11 @@ def model_classes() -> list[type[BaseModel]]:
     """Every model class of the spec, JobSpec last (the order records.py defines them in)."""
     from pydantic import BaseModel  # deferred: building the schema only: a compile validates with the committed one, without pydantic's models
 
-    from . import models  # deferred: building the schema only: a compile validates with the committed one, without pydantic's models
+    from . import models, sections  # deferred: building the schema only: a compile validates with the committed one, without pydantic's models
 
     found = [obj for obj in vars(models).values()
-             if isinstance(obj, type) and issubclass(obj, BaseModel) and obj.__module__ == models.__name__
-             and not obj.__name__.startswith("_")]
+             if isinstance(obj, type) and issubclass(obj, BaseModel)
+             and obj.__module__ in (models.__name__, sections.__name__) and not obj.__name__.startswith("_")]
     return sorted(found, key=lambda cls: (cls is models.JobSpec, cls.__name__))
 
 
