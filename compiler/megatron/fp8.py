@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterator, NamedTuple
 
+from .pretrain import ffn_hidden_size
+
 # Which GPUs run which recipe: TE 2.14.1 transformer_engine/pytorch/quantization.py:48-87
 # (check_fp8_support, check_mxfp8_support, check_fp8_block_scaling_support).
 FP8_MIN_CAPABILITY = (8, 9)  # delayed and tensorwise scaling: Ada (8.9) with cuBLASLt 12.1.3+, Hopper (9.0) on
@@ -84,8 +86,6 @@ def recipe_refusal(recipe: str, capability: tuple[int, int]) -> str | None:
 def dimension_problems(t: Any, tensor: int, context: int) -> Iterator[tuple[tuple[str, ...], str]]:
     """(field, what is wrong) for each GEMM dimension TE's FP8 GEMM refuses at this layout."""
     m = t.model
-    from .pretrain import ffn_hidden_size
-
     h, heads = m.hidden_size, m.num_attention_heads
     groups = m.num_query_groups or heads
     head_dim = h // heads
@@ -120,8 +120,6 @@ class Fp8Memory(NamedTuple):
 def _gemm_weights_per_rank(t: Any, layout: Any) -> tuple[float, int, int]:
     """(GEMM weight elements, layers, local experts) on the most loaded rank: QKV, projection and the
     MLP's input and output matrices of its layers, or its experts' (not embeddings, norms or biases)."""
-    from .pretrain import ffn_hidden_size
-
     m = t.model
     layers = math.ceil(m.num_layers / layout.pipeline)
     h, heads = m.hidden_size, m.num_attention_heads
