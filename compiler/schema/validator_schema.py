@@ -10,7 +10,7 @@ from . import formats, records
 
 PYDANTIC = '2.14.4'
 PYDANTIC_CORE = '2.50.5'
-KEY = '8d8ae3b7daf732edfda7108b9088969c'
+KEY = 'ff507290c248cf0d8c65bee256ec7396'
 
 
 def schema() -> dict[str, Any]:
@@ -1002,6 +1002,41 @@ def schema() -> dict[str, Any]:
                                                                                      'title': 'InitFrom'},
                                                                           'ref': 'compiler.schema.models.InitFrom'}},
                                                     'default': None}},
+                           'stop': {'type': 'model-field',
+                                    'schema': {'type': 'default',
+                                               'schema': {'type': 'model',
+                                                          'cls': records.Stop,
+                                                          'schema': {'type': 'model-fields',
+                                                                     'fields': {'time_limit_minutes': {'type': 'model-field',
+                                                                                                       'schema': {'type': 'default',
+                                                                                                                  'schema': {'type': 'nullable',
+                                                                                                                             'schema': {'type': 'int',
+                                                                                                                                        'ge': 1}},
+                                                                                                                  'default': None}},
+                                                                                'grace_seconds': {'type': 'model-field',
+                                                                                                  'schema': {'type': 'default',
+                                                                                                             'schema': {'type': 'nullable',
+                                                                                                                        'schema': {'type': 'int',
+                                                                                                                                   'ge': 1,
+                                                                                                                                   'le': 65535}},
+                                                                                                             'default': None}},
+                                                                                'write_gb_s': {'type': 'model-field',
+                                                                                               'schema': {'type': 'default',
+                                                                                                          'schema': {'type': 'nullable',
+                                                                                                                     'schema': {'type': 'float',
+                                                                                                                                'gt': 0}},
+                                                                                                          'default': None}}},
+                                                                     'model_name': 'Stop',
+                                                                     'computed_fields': []},
+                                                          'custom_init': False,
+                                                          'root_model': False,
+                                                          'config': {'extra_fields_behavior': 'forbid',
+                                                                     'strict': True,
+                                                                     'title': 'Stop'},
+                                                          'ref': 'compiler.schema.models.Stop'},
+                                               'default': {},
+                                               'validate_default': True,
+                                               'default_factory_takes_data': False}},
                            'platform': {'type': 'model-field',
                                         'schema': {'type': 'default',
                                                    'schema': {'type': 'literal',
