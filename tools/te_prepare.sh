@@ -59,10 +59,14 @@ rm -rf "$DIR/src/transformer_engine_torch-$VERSION"
 tar -xzf "$DIR/dl/transformer_engine_torch-$VERSION.tar.gz" -C "$DIR/src"
 (cd "$DIR/src/transformer_engine_torch-$VERSION" &&
   CPLUS_INCLUDE_PATH="$CUDA_HOME/include" NVTE_PYTORCH_FORCE_BUILD=TRUE NVTE_BUILD_USE_NVIDIA_WHEELS=1 \
-  NVTE_CUDA_ARCHS=90 NVTE_FRAMEWORK=pytorch MAX_JOBS=${MAX_JOBS:-2} \
+  NVTE_CUDA_ARCHS=90 NVTE_FRAMEWORK=pytorch NVTE_NO_LOCAL_VERSION=1 MAX_JOBS=${MAX_JOBS:-2} \
   PATH="$DIR/venv312/bin:$PATH" "$DIR/venv312/bin/python" setup.py bdist_wheel -d "$DIR/whl_te")
 (cd "$DIR/stage" && python3 -m zipfile -e "$DIR"/whl_te/transformer_engine_torch-"$VERSION"-*.whl .)
 
 # 4. one archive for site-packages
 tar -C "$DIR/stage" -cf - . | xz -T2 -9 >"$DIR/te-sm90.tar.xz"
 ls -l "$DIR/te-sm90.tar.xz" "$DIR"/whl/*.whl
+
+# 5. the stand-in for the one cuBLASLt 13.2 symbol the library needs (tools/te_cublaslt_compat.c)
+gcc -shared -fPIC -O2 -o "$DIR/libte_cublaslt_compat.so" "$here/te_cublaslt_compat.c" \
+  -Wl,--version-script=<(printf 'libcublasLt.so.13 { global: cublasLtGroupedMatrixLayoutInit_internal; local: *; };\n')

@@ -236,7 +236,8 @@ def not_measured(shape: act.Shape, t: Any) -> tuple[str, ...]:
     unfused local attention, no fused kernels; docs/memory-model.md)."""
     out = []
     if not shape.local_attention:
-        out.append("fused attention (transformer_engine): derived from the source, not measured")
+        out.append("fused attention (transformer_engine): derived from the source; TE's kernels ran on the H200, "
+                   "no Megatron run through TE has measured memory yet (docs/transformer-engine.md)")
     for name, size in (("tensor", shape.tp), ("pipeline", shape.pp), ("context", shape.cp), ("expert", shape.ep)):
         if size > 1:
             out.append(f"{name} parallel {size}: derived from the source, not measured")
@@ -309,7 +310,7 @@ def estimate(spec: SpecView | JobSpec, layout: Layout) -> Estimate | None:
         peak_mb=round(peak_bytes / MB, 2),
         peak_at=peak.at,
         attention=("unfused (transformer_impl: local): the scores are stored, measured" if shape.local_attention
-                   else "fused (transformer_impl: transformer_engine): no scores stored, not measured"),
+                   else "fused (transformer_impl: transformer_engine): no scores stored, not measured in Megatron"),
         not_measured=not_measured(shape, t) + ((fp8.note,) if fp8 is not None else ()),
         num_microbatches=micro,
         tokens_per_step=t.batch.global_ * t.model.seq_length,
