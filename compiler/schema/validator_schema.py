@@ -10,7 +10,7 @@ from . import formats, records
 
 PYDANTIC = '2.14.4'
 PYDANTIC_CORE = '2.50.5'
-KEY = 'ff507290c248cf0d8c65bee256ec7396'
+KEY = '257c01916f7b38d911e76be233a9f344'
 
 
 def schema() -> dict[str, Any]:

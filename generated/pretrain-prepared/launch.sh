@@ -78,63 +78,115 @@ refuse() {
 }
 
 # complete_save ITERATION: every file a finished save of ITERATION writes is there and not empty
+# (else `missing` says what is not)
 complete_save() {
-  local dir file shard
+  local dir file shard found=""
   printf -v dir '%s/iter_%07d' "$CKPT_DIR" "$1"
   for file in .metadata metadata.json common.pt; do
     if [ ! -s "$dir/$file" ]; then
-      missing="$dir/$file"
+      missing="$dir/$file is missing or empty"
       return 1
     fi
   done
   for shard in "$dir"/*.distcp; do
-    [ -s "$shard" ] && return 0
+    if [ -s "$shard" ]; then
+      found=1
+      break
+    fi
   done
-  missing="$dir/*.distcp"
-  return 1
+  if [ -z "$found" ]; then
+    missing="$dir has no shard (*.distcp)"
+    return 1
+  fi
+  # each shard as long as .metadata says its save wrote it: a save cut short is incomplete too
+  if ! missing=$(python - "$dir" 2>/dev/null <<'CHECKPOINT_PROBE'
+import os, pickle, sys
+import torch.distributed.checkpoint  # the classes .metadata names
+d = sys.argv[1]
+try:
+    with open(os.path.join(d, ".metadata"), "rb") as f:
+        meta = pickle.load(f)
+    ends = {}
+    for info in meta.storage_data.values():
+        ends[info.relative_path] = max(ends.get(info.relative_path, 0), info.offset + info.length)
+except Exception as e:
+    print(f"{d}/.metadata cannot be read: {type(e).__name__}: {e}")
+    sys.exit(1)
+for name, end in sorted(ends.items()):
+    path = os.path.join(d, name)
+    size = os.path.getsize(path) if os.path.isfile(path) else -1
+    if size < end:
+        print(f"{path} is missing" if size < 0 else f"{path} holds {size} bytes of the {end} its save wrote")
+        sys.exit(1)
+CHECKPOINT_PROBE
+  ); then
+    missing=${missing:-"$dir/.metadata could not be checked (python, torch)"}
+    return 1
+  fi
+  return 0
+}
+
+# newest_complete BELOW: the newest complete save before iteration BELOW, or nothing
+newest_complete() {
+  local i
+  for i in "${saved[@]}"; do
+    if [ "$i" -lt "$1" ] && complete_save "$i"; then
+      printf '%s' "$i"
+      return 0
+    fi
+  done
+}
+
+# newest_text: the newest complete save, as a refusal names it
+newest_text() {
+  local newest
+  newest=$(newest_complete 9999999999)
+  if [ -n "$newest" ]; then
+    printf 'the newest complete save is %s' "$newest"
+  else
+    printf 'no save is complete'
+  fi
 }
 
 # check_checkpoint: a first start, the tracker's save, or the newest complete save before it
 # (--ckpt-step); anything else stops the launch with what to change
+saved=()
 check_checkpoint() {
-  local dir saved=() latest="" newest="" i
+  local dir latest="" damaged fallback
   for dir in "$CKPT_DIR"/iter_*; do
     if [[ ${dir##*/} =~ ^iter_([0-9]+)$ ]]; then
       saved+=("$((10#${BASH_REMATCH[1]}))")
     fi
   done
-  for i in "${saved[@]}"; do
-    if complete_save "$i" && { [ -z "$newest" ] || [ "$i" -gt "$newest" ]; }; then
-      newest=$i
-    fi
-  done
-  local newest_text="no save is complete"
-  [ -z "$newest" ] || newest_text="the newest complete save is $newest"
+  # newest first
+  if [ -n "${saved[*]:-}" ]; then
+    mapfile -t saved < <(printf '%s\n' "${saved[@]}" | sort -rn)
+  fi
   if [ ! -e "$TRACKER" ]; then
     [ -n "${saved[*]:-}" ] || return 0
-    refuse "$CKPT_DIR holds saves but no ${TRACKER##*/}: Megatron would start from random weights; write the iteration to resume from into $TRACKER ($newest_text)"
+    refuse "$CKPT_DIR holds saves but no ${TRACKER##*/}: Megatron would start from random weights; write the iteration to resume from into $TRACKER ($(newest_text))"
   fi
-  IFS=$' \t\r' read -r latest _ <"$TRACKER" || true
+  # the whole file, stripped, as Megatron reads it (int(f.read().strip()))
+  latest=$(<"$TRACKER") || true
+  latest=${latest#"${latest%%[![:space:]]*}"}
+  latest=${latest%"${latest##*[![:space:]]}"}
+  latest=${latest//[$'\n\r\t']/ }
   if ! [[ $latest =~ ^[0-9]+$ ]]; then
-    refuse "$TRACKER holds '$latest', not an iteration: write the iteration to resume from into it ($newest_text)"
+    refuse "$TRACKER holds '$latest', not an iteration: write the iteration to resume from into it ($(newest_text))"
   fi
   latest=$((10#$latest))
   if complete_save "$latest"; then
     log_line "launch.sh: resuming from the save of iteration $latest"
     return 0
   fi
-  local damaged=$missing fallback=""
-  for i in "${saved[@]}"; do
-    if [ "$i" -lt "$latest" ] && complete_save "$i" && { [ -z "$fallback" ] || [ "$i" -gt "$fallback" ]; }; then
-      fallback=$i
-    fi
-  done
+  damaged=$missing
+  fallback=$(newest_complete "$latest")
   [ -n "$fallback" ] ||
-    refuse "the save of iteration $latest that $TRACKER names is incomplete ($damaged is missing or empty) and no earlier save is complete: move $CKPT_DIR aside to start again, or restore the save"
+    refuse "the save of iteration $latest that $TRACKER names is incomplete ($damaged) and no earlier save is complete: move $CKPT_DIR aside to start again, or restore the save"
   resume_args=(--ckpt-step "$fallback")
-  printf 'launch.sh: the save of iteration %s is incomplete (%s is missing or empty): resuming from the save of iteration %s (--ckpt-step %s)\n' \
+  printf 'launch.sh: the save of iteration %s is incomplete (%s): resuming from the save of iteration %s (--ckpt-step %s)\n' \
     "$latest" "$damaged" "$fallback" "$fallback" >&2
-  log_line "launch.sh: the save of iteration $latest is incomplete ($damaged is missing or empty): resuming from the save of iteration $fallback (--ckpt-step $fallback)"
+  log_line "launch.sh: the save of iteration $latest is incomplete ($damaged): resuming from the save of iteration $fallback (--ckpt-step $fallback)"
 }
 check_checkpoint
 saved_before=$(cat "$TRACKER" 2>/dev/null || true)
