@@ -10,7 +10,7 @@ from compiler.load.override import Override
 from compiler.megatron import fp8, performance
 from compiler.megatron.gpus import GPUS
 from compiler.schema.models import Performance
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 from helpers import FIXTURES, REPO
 
 sys.path.insert(0, str(REPO / "tools"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 from helpers import FIXTURES, REPO
 
 sys.path.insert(0, str(REPO / "tools"))

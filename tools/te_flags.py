@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from compiler.stages import compile_spec  # noqa: E402
+from compiler.one_pass import compile_spec  # noqa: E402
 
 
 def main(spec: str, out: str) -> int:
