@@ -361,6 +361,16 @@ if [ -n "$stop_signal" ]; then
   log_line "launch.sh: stopped by $stop_signal without a new save (torchrun exited with status $torchrun_status)"
   exit "$status"
 fi
+saved_after=$(cat "$TRACKER" 2>/dev/null || true)
+if [ "$torchrun_status" -eq 0 ] && [ -n "$saved_after" ] && [ "$saved_after" != 60 ] &&
+  [ "$saved_after" != "$saved_before" ]; then
+  # Megatron saved and exited before the last iteration on its own (--exit-duration-in-mins, or an
+  # --exit-interval): a stop like the engine's, not a finished run, so the engine restarts it
+  record_exit 143 "stopped: Megatron's exit condition (--exit-duration-in-mins or --exit-interval)" \
+    "saved_iteration: $saved_after" "torchrun_status: 0"
+  log_line "launch.sh: Megatron stopped before the last iteration and saved at iteration $saved_after: a restart continues from it"
+  exit 143
+fi
 record_exit "$torchrun_status"
 if [ "$tee_status" -ne 0 ] && [ "$torchrun_status" -eq 0 ]; then
   die "torchrun succeeded but $TRAIN_LOG could not be written completely"
