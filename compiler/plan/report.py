@@ -10,6 +10,7 @@ from ..megatron.data import (LEVEL, TOKENS_PER_INPUT_BYTE, TOKENS_PER_SECOND_MAX
 from ..megatron.fp8 import PUBLISHED_STEP_RATIO_SOURCE, recipe_of
 from ..megatron.parallel import RANK_ORDER, RankLayout
 from ..megatron.performance import resolve
+from ..megatron.timing import FP8_GEMM_FACTOR
 from ..megatron.runfiles import RUN_CHECKPOINT_DIR, EXIT_RECORD, RUNTIME_RECORD, TRAIN_LOG
 from ..megatron.flags import STOP_FLAGS
 from ..megatron.stop import FIRST_SAVE_S, GRACE_MARGIN_S, SAVE_SHARE, SIGNAL, START_MARGIN_S, minutes
@@ -98,7 +99,9 @@ def performance_section(t: Any, data_parallel: int) -> ReportSection:
     if recipe is not None:
         rows.append(("FP8", f"format {recipe.format}, recipe {recipe.recipe}, amax history {recipe.amax_history_len} "
                             f"({recipe.amax_compute_algo}), on a BF16 base, through Transformer Engine"))
-        rows.append(("FP8 step time", f"the time estimate is at the BF16 rate; {PUBLISHED_STEP_RATIO_SOURCE}"))
+        rows.append(("FP8 step time", f"the time estimate takes FP8 GEMMs at {FP8_GEMM_FACTOR:g}x BF16's GEMM time "
+                                      "(megatron/timing.py; tools/published_check.py fits it on the published FP8 "
+                                      f"rows); {PUBLISHED_STEP_RATIO_SOURCE}"))
     return ReportSection("Performance options", tuple(rows))
 
 
