@@ -10,7 +10,7 @@ from . import formats, records
 
 PYDANTIC = '2.14.4'
 PYDANTIC_CORE = '2.50.5'
-KEY = '257c01916f7b38d911e76be233a9f344'
+KEY = 'abcdcf22648bcba1ab57d2e8c94d1032'
 
 
 def schema() -> dict[str, Any]:
