@@ -69,10 +69,7 @@ def check_performance(ctx: RuleContext) -> Iterator[Diagnostic]:
     if t is None or t.performance is None:
         return
     p, here = t.performance, ("training", "performance")
-    if p.overlap_param_gather and not t.distributed_optimizer:
-        yield ctx.locate("performance-option", "training.performance.overlap_param_gather needs the distributed "
-                         "optimizer (arguments.py:1003-1005)", here + ("overlap_param_gather",),
-                         hint="set training.distributed_optimizer: true, or remove overlap_param_gather")
+    # overlap_param_gather without the distributed optimizer: megatron-validate-args reports it (arguments.py:1004)
     if p.overlap_param_gather and p.overlap_grad_reduce is False:
         yield ctx.locate("performance-option", "training.performance.overlap_param_gather needs overlap_grad_reduce "
                          "(arguments.py:1007: 'Must use --overlap-param-gather with --overlap-grad-reduce')",
