@@ -10,7 +10,7 @@ from . import formats, records
 
 PYDANTIC = '2.14.4'
 PYDANTIC_CORE = '2.50.5'
-KEY = 'abcdcf22648bcba1ab57d2e8c94d1032'
+KEY = '85a114b7013e1ebf6c9b1bb0541eaeb6'
 
 
 def schema() -> dict[str, Any]:
