@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from compiler.commands.resolved import resolved_yaml  # noqa: E402
-from compiler.stages import compile_spec  # noqa: E402
+from compiler.one_pass import compile_spec  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "failed-runs"
 REAL = REPO / "tests" / "fixtures" / "h200-pretrain-2workers-run"
