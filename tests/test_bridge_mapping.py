@@ -292,3 +292,14 @@ def test_keys_left_out_take_the_config_class_defaults_bridge_sees():
     assert derive(trimmed).flags == full.flags  # DeepseekV3Config's defaults are DeepSeek-V3's values
     nulls = dict(config("DeepSeek-V3"), q_lora_rank=None)
     assert "--q-lora-rank" not in derive(nulls).flags  # null, unlike absent, is no q compression
+
+
+def test_glm_with_the_local_layer_spec_is_refused_too(tmp_path):
+    shutil.copy(REPO / "specs" / "base.yaml", tmp_path / "base.yaml")
+    text = (REPO / "specs" / "qwen3-0.6b.yaml").read_text().replace("seq_length: 4096", "seq_length: 4096\n    transformer_impl: local")
+    (tmp_path / "spec.yaml").write_text(text)
+    (tmp_path / "models" / "qwen3-0.6b").mkdir(parents=True)
+    (tmp_path / "models" / "qwen3-0.6b" / "config.json").write_text(json.dumps(config("GLM-4.5")))
+    result = compile_spec(str(tmp_path / "spec.yaml"), "spec.yaml", render_files=False)
+    found = [d for d in result.diagnostics if d.key_path == ("training", "model", "transformer_impl")]
+    assert found and "grouped experts" in found[0].message

@@ -6,6 +6,7 @@ from typing import Any, Iterator
 
 from ...diagnostics import Diagnostic, Severity
 from ...megatron import BRIDGE_MEGATRON
+from ...megatron.hf.families import NEEDS_TE
 from ...megatron.pretrain import MODEL_REQUIRED, PRETRAIN_SCRIPT
 from ...paths import is_within
 from ..context import RuleContext
@@ -34,12 +35,10 @@ def check_init_from(ctx: RuleContext) -> Iterator[Diagnostic]:
         yield ctx.locate("init-from-config", f"init_from.huggingface.config: {facts.hf_error}",
                          HERE + ("huggingface", "config"))
     model = ctx.sections["training"].model
-    if facts.hf is not None and facts.hf.mla is not None and model is not None and model.transformer_impl == "local":
-        yield ctx.locate("init-from-config", f"init_from.huggingface.config: {facts.hf.architecture} uses multi-latent "
-                         "attention, which needs Transformer Engine at the pinned Megatron-LM: the local layer spec hands "
-                         "DotProductAttention a k_channels argument it does not take (multi_latent_attention.py:214), so "
-                         "neither Bridge's conversion nor training can build the model",
-                         ("training", "model", "transformer_impl"),
+    if facts.hf is not None and facts.hf.family in NEEDS_TE and model is not None and model.transformer_impl == "local":
+        yield ctx.locate("init-from-config", f"init_from.huggingface.config: {facts.hf.architecture}: "
+                         f"{NEEDS_TE[facts.hf.family]}; neither Bridge's conversion nor training can build it "
+                         "with transformer_impl: local", ("training", "model", "transformer_impl"),
                          hint="use transformer_impl: transformer_engine (an image with Transformer Engine)")
     size = facts.convert
     # with init_from.converted given, the conversion is done elsewhere: convert.sh only checks it is

@@ -18,6 +18,18 @@ SUPPORTED_ARCHITECTURES: dict[str, str] = {
     "Glm4MoeForCausalLM": "glm4_moe",  # glm/glm45_bridge.py:45 (GLM-4.5, GLM-4.5-Air, GLM-4.6)
 }
 
+# Families whose conversion and training need Transformer Engine at the pinned commits, and why
+# (each seen failing on a CPU without TE; docs/bridge.md).
+NEEDS_TE: dict[str, str] = {
+    "deepseek_v2": ("multi-latent attention needs Transformer Engine at the pinned Megatron-LM: the local "
+                    "layer spec hands DotProductAttention a k_channels argument it does not take "
+                    "(multi_latent_attention.py:214)"),
+    "glm4_moe": ("Bridge v0.5.1 maps GLM-4.5's experts only as Transformer Engine's grouped experts "
+                 "(glm45_bridge.py:166-190 name experts.linear_fc1.weight*, no local_experts), so the local "
+                 "SequentialMLP cannot be loaded"),
+}
+NEEDS_TE["deepseek_v3"] = NEEDS_TE["deepseek_v2"]
+
 MOE_FAMILIES = frozenset({"qwen3_moe", "deepseek_v2", "deepseek_v3", "glm4_moe"})
 MLA_FAMILIES = frozenset({"deepseek_v2", "deepseek_v3"})
 
