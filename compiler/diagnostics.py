@@ -58,6 +58,7 @@ CODES: dict[str, str] = {
     # composition
     "extends-missing": "a base spec named in extends does not exist",
     "extends-cycle": "specs extend each other in a cycle",
+    "link-outside-repository": "a base or a lock is a symbolic link to a file outside the repository",
     "extends-not-spec": "a base named in extends is not a .yaml/.yml spec file",
     "set-value": "a --set override that is malformed",
     # schema
@@ -98,6 +99,7 @@ CODES: dict[str, str] = {
     "bounded-example-args": "the bounded example takes no arguments",
     # safety
     "unsafe-character": "a value holds characters that cannot be made safe in an artifact",
+    "env-empty-credential": "training.env sets a credential variable to an empty value",
     "credential-in-spec": "a value looks like a credential",
     "reserved-env": "an environment variable the launch command owns",
     "import-marker": "a placeholder `import` wrote for a value it could not know (@unset:X@, @runtime:date@)",

@@ -20,9 +20,8 @@ from compiler.load.lockfile import (
     check_lock,
     dump_lock,
     lock_path,
-    parse_lock,
-    read_lock,
 )
+from compiler.load.lockparse import parse_lock, read_lock
 from compiler.platform.images import docker_from, kubernetes_image, pinned_reference
 
 DIGEST_A = "sha256:" + "a" * 64
@@ -354,7 +353,7 @@ def test_hand_written_plain_scalars_parse_too():
     (lambda t: t.replace("version: 1\n", ""), (3, 1), "missing version"),
     (lambda t: t.replace("  platform:", "  platfrom:"), (5, 3), "base.platfrom: unknown key in base"),
     (lambda t: t + "extra: 1\n", (10, 1), "extra: unknown key in the lock"),
-    (lambda t: t.replace("version: 1\n", '  digest: "x"\nversion: 1\n'), (9, 3), "base.digest appears twice"),
+    (lambda t: t.replace("version: 1\n", '  digest: "x"\nversion: 1\n'), (9, 3), "duplicate key 'digest'"),
     (lambda t: t.replace("09:30:00Z", "25:30:00Z"), (7, 16), "is not a valid date and time"),
     (lambda t: t.replace("09:30:00Z", "09:30"), (7, 16), "is not a UTC time"),
     (lambda t: t.replace('"linux/amd64"', '"linux amd64"'), (5, 13), "is not a platform"),
@@ -369,10 +368,28 @@ def test_damaged_lock_is_located(edit, where, message):
     with pytest.raises(LockError) as caught:
         parse_lock(text, "specs/job.lock")
     error = caught.value
-    assert message in error.message, error.message
-    assert (error.line, error.column) == where, str(error)
-    assert str(error).startswith(f"specs/job.lock:{where[0]}:{where[1]}: error: ")
+    found = [p for p in error.problems if message in p.message]
+    assert found, str(error)
+    assert (found[0].line, found[0].column) == where, str(error)
+    assert f"specs/job.lock:{where[0]}:{where[1]}: error: " in str(error)
     assert "hint: " in str(error)
+
+
+def test_a_damaged_lock_reports_every_problem_at_once():
+    text = (_good_text().replace("  platform:", "  platfrom:").replace("09:30:00Z", "25:30:00Z")
+            .replace("version: 1", "version: 2"))
+    with pytest.raises(LockError) as caught:
+        parse_lock(text, "specs/job.lock")
+    messages = [p.message for p in caught.value.problems]
+    assert any("unknown key" in m for m in messages) and any("valid date" in m for m in messages)
+    assert any("version 2" in m for m in messages) and any("missing platform" in m for m in messages)
+
+
+def test_an_unknown_key_that_is_not_a_word_is_not_echoed():
+    secret = "root:x:0:0:root:/root:/bin/bash"
+    with pytest.raises(LockError) as caught:
+        parse_lock(_good_text() + f"{secret}: 1\n", "specs/job.lock")
+    assert secret not in str(caught.value) and "not a lock field" in str(caught.value)
 
 
 def test_check_lock_names_the_spec_field_and_the_lock_line():
@@ -456,3 +473,79 @@ def test_require_lock_fails_a_spec_without_one(tmp_path, in_repo):
     out = io.StringIO()
     assert compile_main(["--check", "--require-lock", "specs/tp2.yaml"], out, io.StringIO()) == 1
     assert "[image-unpinned]" in out.getvalue() and "run `megatron-compile lock specs/tp2.yaml`" in out.getvalue()
+
+
+# -- a built record carries what it was built from (issue 29, item 3) -------------------------------
+
+
+def _built_spec(tmp_path: Path, commit: str = "571370c829ca768fe37244f4e2e7f28d8accc4ab") -> Path:
+    from helpers import REPO
+
+    for name in ("tp2.yaml", "base.yaml"):
+        (tmp_path / name).write_text((REPO / "specs" / name).read_text())
+    text = (tmp_path / "tp2.yaml").read_text()
+    (tmp_path / "tp2.yaml").write_text(text + f"megatron:\n  commit: {commit}\n")
+    return tmp_path / "tp2.yaml"
+
+
+def _record(spec: Path, **changes: str) -> None:
+    from compiler.commands.lock import built_from_spec, image_of_spec
+    from compiler.load.lockfile import built_reference, write_lock
+
+    image = image_of_spec(spec)
+    base = BaseEntry(image["base"], image["platform"], DIGEST_A, "2026-12-01T09:30:00Z", "skopeo 1.9.3")
+    sources = {**built_from_spec(spec, DIGEST_A), **changes}
+    built = BuiltEntry(built_reference(image), DIGEST_B, "2026-12-01T10:00:00Z", "skopeo 1.9.3", **sources)
+    write_lock(Lock(base=base, built=built), lock_path(spec))
+
+
+def _diagnostics(spec: Path) -> tuple[int, str]:
+    from compiler.cli import main as compile_main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = compile_main([str(spec), "-o", str(spec.parent / "out")], out, err)
+    return code, out.getvalue() + err.getvalue()
+
+
+def test_a_built_record_of_the_same_sources_pins_the_built_digest(tmp_path):
+    spec = _built_spec(tmp_path)
+    _record(spec)
+    code, text = _diagnostics(spec)
+    assert code == 0, text
+    assert DIGEST_B in (tmp_path / "out" / "tp2" / "job.json").read_text()
+
+
+@pytest.mark.parametrize(("changes", "field", "recorded"), [
+    ({"from_megatron_commit": "0" * 40}, "megatron.commit", "0" * 40),
+    ({"from_base_digest": "sha256:" + "c" * 64}, "image.base", "sha256:" + "c" * 64),
+    ({"from_megatron_repo": "https://example.com/fork.git"}, "megatron.repo", "fork.git"),
+    ({"from_bridge": "0.4.0"}, "init_from.bridge", "0.4.0"),
+])
+def test_a_built_record_from_other_sources_is_lock_stale_at_the_spec_field(tmp_path, changes, field, recorded):
+    spec = _built_spec(tmp_path)
+    _record(spec, **changes)
+    code, text = _diagnostics(spec)
+    assert code == 1 and "[lock-stale]" in text, text
+    assert f"was built from {field} " in text and recorded in text
+    line = next(l for l in text.splitlines() if "[lock-stale]" in l)
+    assert line.startswith((f"{spec}:", f"{tmp_path}/base.yaml:")) and "--record-built" in text
+
+
+def test_a_spec_moved_to_another_commit_after_the_record_is_lock_stale(tmp_path):
+    spec = _built_spec(tmp_path)
+    _record(spec)
+    _built_spec(tmp_path, commit="a" * 40)
+    code, text = _diagnostics(spec)
+    line = next(l for l in text.splitlines() if "[lock-stale]" in l)
+    row = spec.read_text().splitlines().index("  commit: " + "a" * 40) + 1
+    assert line.startswith(f"{spec}:{row}:11: error: ") and "megatron.commit 571370c8" in line, text
+
+
+def test_a_built_record_without_its_sources_is_stale(tmp_path):
+    spec = _built_spec(tmp_path)
+    _record(spec)
+    text = lock_path(spec).read_text()
+    kept = "\n".join(line for line in text.splitlines() if "from_" not in line) + "\n"
+    lock_path(spec).write_text(kept)
+    code, out = _diagnostics(spec)
+    assert code == 1 and "[lock-stale]" in out and "recorded by an older megatron-compile" in out

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..diagnostics import Diagnostic, Severity, make_error
-from ..load.discover import lock_path
+from ..load.discover import leaves, lock_path, trusted_root
 from ..load.inputs import exists
 from ..load.source import SourceDoc
 from ..schema.records import JobSpec
@@ -30,14 +30,19 @@ def check_pins(doc: SourceDoc, spec: JobSpec, path: str, display: str, *, requir
     lock_file = lock_path(path)
     shown = lock_path(display)
     lock = None
+    if exists(lock_file) and leaves(lock_file, trusted_root(path)):
+        return None, [make_error("link-outside-repository", f"{shown} is a symbolic link to a file outside the "
+                                 "repository; it was not read", file=shown, line=1, column=1,
+                                 hint="a lock is the file `megatron-compile lock` writes beside the spec")]
     if exists(lock_file):  # the lock file's reader loads only for a spec that has one
-        from ..load.lockfile import LockError, read_lock  # deferred: only a spec with a lock beside it reads one
+        from ..load.lockfile import LockError  # deferred: only a spec with a lock beside it reads one
+        from ..load.lockparse import read_lock  # deferred: only a spec with a lock beside it reads one
 
         try:
             lock = read_lock(lock_file)
         except LockError as exc:
-            return None, [make_error("lock-invalid", exc.message, hint=exc.hint or None, file=shown, line=exc.line,
-                                     column=exc.column)]
+            return None, [make_error("lock-invalid", p.message, hint=p.hint or None, file=shown, line=p.line,
+                                     column=p.column) for p in exc.problems]
     if lock is None:
         if not require:
             return None, []
@@ -45,10 +50,14 @@ def check_pins(doc: SourceDoc, spec: JobSpec, path: str, display: str, *, requir
                                  message=f"image.base ({spec.image.base}) is not pinned: {shown} does not exist",
                                  hint=f"run `megatron-compile lock {display}` and commit {shown}",
                                  **_at(doc, "image.base"))]
-    from ..load.lockfile import check_lock  # deferred: only a spec with a lock beside it reads one
+    from ..load.lockfile import built_from, check_built_from, check_lock  # deferred: only a spec with a lock beside it reads one
 
     image = spec.image.model_dump(mode="json")
     problems = check_lock(lock, image, display)
+    if not problems:
+        bridge = spec.init_from.bridge if spec.init_from is not None else None
+        current = built_from(lock.base.digest, spec.megatron.repo, spec.megatron.commit, bridge)
+        problems = check_built_from(lock, current, display)
     diags = [Diagnostic(code="lock-stale", severity=Severity.ERROR, key_path=tuple(p.field.split(".")),
                         message=p.message.replace(lock.where(p.lock_key), f"{shown}:{p.line}"), hint=p.hint,
                         **_at(doc, p.field)) for p in problems]

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from pydantic_core import ValidationError
 
 from ..diagnostics import Diagnostic, Severity, dotted
-from ..load.source import SourceDoc
+from ..load.source import SourceDoc, is_identifier
 from ..schema import validator as schema_validator
 from ..schema.records import JobSpec
 from .context import RuleContext
@@ -142,8 +142,11 @@ def pydantic_to_diagnostics(error: ValidationError, doc: SourceDoc, base: tuple[
             ))
         elif kind == "extra_forbidden":
             parent, key = path[:-1], path[-1]
-            guess = _did_you_mean(str(key), parent)
-            message = f"unknown key '{key}' in {dotted(parent)}"
+            guess = _did_you_mean(str(key), parent) if is_identifier(key) else None
+            # a key that is not a word is not echoed: a base that is a link to another file (a
+            # password file's name:hash lines) must not print that file into a CI log
+            message = (f"unknown key '{key}' in {dotted(parent)}" if is_identifier(key)
+                       else f"a key that is not a field name (not shown) in {dotted(parent)}")
             if guess:
                 message += f"; did you mean '{guess}'?"
                 suggested.add(parent + (guess,))

@@ -28,14 +28,15 @@ from ..load.lockfile import (
     BuiltEntry,
     Lock,
     LockError,
+    built_from,
     built_reference,
     check_lock,
     lock_path,
-    read_lock,
     utc_now,
     with_base,
     write_lock,
 )
+from ..load.lockparse import read_lock
 from ..platform.registry import RegistryFailure, Skopeo, is_loopback, layers, resolve
 from pydantic_core import ValidationError
 from ..diagnostics import format_text
@@ -73,6 +74,27 @@ def image_of_spec(path: str | Path) -> dict[str, Any]:
         raise LockFailure(f"{path}: image section does not validate: {exc.errors()[0]['msg']}") from None
     result: dict[str, Any] = image.model_dump(mode="json")
     return result
+
+
+def built_from_spec(path: str | Path, base_digest: str) -> dict[str, str]:
+    """What the spec's image is built from (lockfile.BUILT_FROM), read from the composed spec: the
+    megatron section and init_from's Bridge version, defaults filled as the schema fills them."""
+    from ..load.compose import compose
+    from ..schema.defaults import MEGATRON_REPO
+    from ..schema.models import InitFrom
+
+    composed = compose(str(path), str(path))
+    data: dict[str, Any] = composed.doc.data if composed.doc is not None else {}
+    section = data.get("megatron")
+    megatron: dict[str, Any] = section if isinstance(section, dict) else {}
+    init = data.get("init_from")
+    bridge = None
+    if isinstance(init, dict):
+        bridge = str(init.get("bridge", InitFrom.model_fields["bridge"].default))
+    commit = megatron.get("commit")
+    if not isinstance(commit, str) or not commit:
+        raise LockFailure(f"{path}: the spec has no megatron.commit: the image it builds is not known")
+    return built_from(base_digest, str(megatron.get("repo", MEGATRON_REPO)), commit, bridge)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -184,11 +206,13 @@ def _record_built(spec: str, skopeo_factory: Callable[[], Skopeo], out: TextIO, 
         raise LockFailure(f"{stale[0].message}: lock the base first (`megatron-compile lock {spec}`), then rebuild")
     reference = built_reference(image)
     digest = resolve(skopeo_factory(), reference, image["platform"])
-    if old.built and old.built.reference == reference and old.built.digest == digest:
+    sources = built_from_spec(spec, old.base.digest)
+    if (old.built and old.built.reference == reference and old.built.digest == digest
+            and all(getattr(old.built, key) == value for key, value in sources.items())):
         out.write(f"{path}: built unchanged ({_show(reference, digest)})\n")
         return
     _warn_unless_on_base(skopeo_factory(), old.base, reference, digest, err)
-    built = BuiltEntry(reference, digest, _now(), skopeo_factory().version)
+    built = BuiltEntry(reference, digest, _now(), skopeo_factory().version, **sources)
     write_lock(Lock(base=old.base, built=built), path)
     before = f"{_show(old.built.reference, old.built.digest)} → " if old.built else ""
     out.write(f"{path}: built {before}{_show(reference, digest)}\n")

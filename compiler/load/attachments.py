@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
+import posixpath
 from typing import Any
 
 from ..diagnostics import Diagnostic, make_error
+from . import jsonfile
+from .files import CONFIG_LIMIT
 from .inputs import read_bytes
 from .source import SourceDoc
 
@@ -32,13 +34,24 @@ def hf_config(doc: SourceDoc, spec_path: str) -> tuple[dict[str, Any] | None, li
     where = _where(doc, CONFIG_PATH)
     hint = "commit the model's config.json beside the spec; the architecture flags derive from it offline"
     try:
-        config = json.loads(read_bytes(path).decode("utf-8"))
+        raw = read_bytes(path, CONFIG_LIMIT)
     except FileNotFoundError:
         return None, [make_error("init-from-config", f"init_from.huggingface.config: no file {name} beside the spec",
                                  hint=hint, **where)]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return None, [make_error("init-from-config", f"init_from.huggingface.config: {name} is not a readable JSON "
-                                 f"file ({exc})", hint=hint, **where)]
+    except OSError as exc:
+        return None, [make_error("init-from-config", f"init_from.huggingface.config: cannot read {name}: "
+                                 f"{exc.strerror or exc}", hint=hint, **where)]
+    shown = name if os.path.isabs(name) else posixpath.join(posixpath.dirname(doc.file), name)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, [make_error("init-from-config", f"{name} is not UTF-8 (byte {exc.start})", hint=hint,
+                                 file=shown, line=1, column=1)]
+    config, problems = jsonfile.parse(text.removeprefix("\ufeff"))
+    if problems:
+        fix = "commit the model's config.json as it was published; its values feed every architecture flag"
+        return None, [make_error("init-from-config", f"config.json {p.message}", hint=fix, file=shown, line=p.line,
+                                 column=p.column) for p in problems]
     if not isinstance(config, dict):
         return None, [make_error("init-from-config", f"init_from.huggingface.config: {name} holds no JSON object",
                                  hint=hint, **where)]

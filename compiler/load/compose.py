@@ -17,6 +17,7 @@ import yaml
 
 from ..diagnostics import Diagnostic, Span, make_error
 from . import inputs
+from .discover import leaves, trusted_root
 from .override import Override
 from .source import Location, ScalarSpelling, SourceDoc, load_file
 
@@ -27,10 +28,11 @@ MAX_DEPTH = 16
 class Composed:
     """What composing a spec gave: the document (None on errors), diagnostics, and the bases used."""
 
-    __slots__ = ("doc", "diagnostics", "bases")
+    __slots__ = ("doc", "diagnostics", "bases", "root")
 
-    def __init__(self, doc: SourceDoc | None) -> None:
+    def __init__(self, doc: SourceDoc | None, root: str = "/") -> None:
         self.doc = doc
+        self.root = root  # the repository (or the spec's directory): a linked base must stay inside
         self.diagnostics: list[Diagnostic] = []
         self.bases: list[str] = []  # real paths of every base file used
 
@@ -148,6 +150,14 @@ def _resolve(path: str, display: str, stack: tuple[str, ...], out: Composed) -> 
             ))
             ok = False
             continue
+        if leaves(base_path, out.root):
+            out.diagnostics.append(_error_at(
+                doc, where, "link-outside-repository", f"extends: {base_display} is a symbolic link to a file "
+                "outside the repository; it was not read", hint="copy the base into the repository, or link "
+                "to a file inside it",
+            ))
+            ok = False
+            continue
         if not inputs.is_file(base_path):
             out.diagnostics.append(_error_at(
                 doc, where, "extends-missing", f"extends: {base_display} does not exist",
@@ -221,7 +231,7 @@ def _nest(parts: tuple[str | int, ...], value: Any) -> dict[str | int, Any]:
 def compose(path: str, display: str, overrides: tuple[Override, ...] = (),
             expects_string: Callable[[tuple[str | int, ...]], bool] = _no_strings) -> Composed:
     """Load a spec with its bases and overrides into one SourceDoc, or the diagnostics why not."""
-    out = Composed(doc=None)
+    out = Composed(doc=None, root=trusted_root(path))
     doc = _resolve(path, display, (os.path.realpath(path),), out)
     if doc is None:
         return out

@@ -7,6 +7,8 @@ import os
 import re
 from .source import load_text
 
+from .files import SPEC_LIMIT, read_regular
+
 SPEC_SUFFIXES = (".yaml", ".yml")
 LOCK_SUFFIX = ".lock"
 
@@ -32,6 +34,22 @@ def repository_root(path: str) -> str | None:
         if parent == directory:
             return None
         directory = parent
+
+
+def trusted_root(spec_path: str) -> str:
+    """The directory a spec's linked inputs must stay inside: its repository's work tree, or the
+    spec's own directory outside a repository (real paths)."""
+    root = repository_root(spec_path)
+    return root if root is not None else os.path.dirname(os.path.realpath(spec_path))
+
+
+def leaves(path: str, root: str) -> bool:
+    """Whether `path` goes through a symbolic link to somewhere outside `root` (a plain path is
+    taken as written: only links are refused, so that a link cannot smuggle another file in)."""
+    real = os.path.realpath(path)
+    if real == os.path.abspath(path) or real == root:
+        return False
+    return not real.startswith(root.rstrip("/") + "/")
 
 
 def recorded_path(path: str, root: str | None = None) -> str:
@@ -102,10 +120,9 @@ def bases_of(specs: list[str]) -> set[str]:
     seen: set[tuple[str, str]] = set()
     for path in specs:
         try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
+            text = read_regular(path, SPEC_LIMIT).decode("utf-8")
         except (OSError, UnicodeDecodeError):
-            continue
+            continue  # the compile reports it, located
         entries = extends_in(text)
         directory = os.path.dirname(path)
         for entry in entries:

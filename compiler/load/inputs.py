@@ -12,6 +12,8 @@ import os
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+from .files import SPEC_LIMIT, read_regular
+
 # Trees that serve the files under their root instead of the file system (gitrev.GitTree: a
 # revision read from git, for `diff`); innermost last.
 _served: list[Any] = []
@@ -35,16 +37,17 @@ def _server(path: str) -> tuple[Any, str] | None:
     return None
 
 
-def read_bytes(path: str) -> bytes:
-    """The file's bytes, from a served tree when one holds the path (FileNotFoundError when there is none)."""
+def read_bytes(path: str, limit: int = SPEC_LIMIT) -> bytes:
+    """The file's bytes, from a served tree when one holds the path (FileNotFoundError when there is
+    none); from the file system a regular file only and at most `limit` bytes (files.read_regular:
+    a FIFO, a device or a directory raises files.Refused without blocking)."""
     served = _server(path)
     if served is not None:
         data: bytes | None = served[0].read(served[1])
         if data is None:
             raise FileNotFoundError(2, "No such file in the revision read", path)
         return data
-    with open(path, "rb") as handle:
-        return handle.read()
+    return read_regular(path, limit)
 
 
 def exists(path: str) -> bool:

@@ -35,7 +35,6 @@ from typing import Any, Mapping, NamedTuple
 import yaml
 
 from .discover import LOCK_SUFFIX
-from .inputs import read_bytes
 from .discover import lock_path as discovered_lock_path
 
 LOCK_VERSION = 1
@@ -55,6 +54,11 @@ _REFERENCE = re.compile(r"[^\s\"'\\]+")
 
 BASE_FIELDS = ("digest", "platform", "reference", "resolved_at", "resolved_with")
 BUILT_FIELDS = ("digest", "recorded_at", "recorded_with", "reference")
+# What the recorded image was built from (optional: a record written before they existed has none,
+# and is stale): the spec values each build path reads, under the spec field they come from.
+BUILT_FROM = {"from_base_digest": "image.base", "from_megatron_repo": "megatron.repo",
+              "from_megatron_commit": "megatron.commit", "from_bridge": "init_from.bridge"}
+BUILT_FROM_FIELDS = tuple(BUILT_FROM)
 TOP_FIELDS = ("base", "built", "version")
 
 
@@ -77,6 +81,10 @@ class BuiltEntry:
     digest: str
     recorded_at: str
     recorded_with: str
+    from_base_digest: str = ""  # the locked base digest the build started FROM
+    from_megatron_repo: str = ""
+    from_megatron_commit: str = ""
+    from_bridge: str = ""  # init_from.bridge's version, "none" without one
 
 
 Position = tuple[int, int]  # 1-based line and column
@@ -105,16 +113,32 @@ class Lock:
         return f"{self.path or '<lock>'}:{self.position(key)[0]}"
 
 
-class LockError(Exception):
-    """A lock file that cannot be read, at the line and column of the first problem."""
+class LockProblem(NamedTuple):
+    """One reason a lock file cannot be read, at its 1-based line and column."""
 
-    def __init__(self, path: str, line: int, column: int, message: str, hint: str = "") -> None:
-        super().__init__(message)
-        self.path, self.line, self.column, self.message, self.hint = path, line, column, message, hint
+    line: int
+    column: int
+    message: str
+    hint: str
+
+
+class LockError(Exception):
+    """A lock file that cannot be read: every problem found, located (`line`, `column`, `message` and
+    `hint` are the first one's)."""
+
+    def __init__(self, path: str, problems: list[LockProblem]) -> None:
+        problems = problems or [LockProblem(1, 1, "the lock cannot be read", "")]
+        super().__init__(problems[0].message)
+        self.path, self.problems = path, sorted(problems)
+        self.line, self.column, self.message, self.hint = self.problems[0]
 
     def __str__(self) -> str:
-        text = f"{self.path}:{self.line}:{self.column}: error: {self.message}"
-        return f"{text}\n  hint: {self.hint}" if self.hint else text
+        lines = []
+        for p in self.problems:
+            lines.append(f"{self.path}:{p.line}:{p.column}: error: {p.message}")
+            if p.hint:
+                lines.append(f"  hint: {p.hint}")
+        return "\n".join(lines)
 
 
 class Problem(NamedTuple):
@@ -162,7 +186,7 @@ def dump_lock(lock: Lock) -> str:
 
 
 def _entry_dict(entry: BaseEntry | BuiltEntry) -> dict[str, str]:
-    return dict(vars(entry))
+    return {key: value for key, value in vars(entry).items() if value}
 
 
 def write_lock(lock: Lock, path: str | Path) -> bool:
@@ -178,129 +202,6 @@ def write_lock(lock: Lock, path: str | Path) -> bool:
     tmp.write_bytes(text.encode("utf-8"))
     tmp.replace(target)  # never a half-written lock in the work tree
     return True
-
-
-# -- reading ------------------------------------------------------------------------------------
-
-
-def read_lock(path: str | Path) -> Lock | None:
-    """The lock at `path`, None when there is none; LockError when it cannot be read."""
-    try:
-        data = read_bytes(str(path))
-    except FileNotFoundError:
-        return None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise LockError(str(path), 1, 1, f"not UTF-8 text ({exc.reason} at byte {exc.start})", _REGENERATE) from None
-    return parse_lock(text, str(path))
-
-
-_REGENERATE = "delete the file and run `megatron-compile lock SPEC` to write it anew"
-
-
-def _pos(node: yaml.Node) -> Position:
-    return (node.start_mark.line + 1, node.start_mark.column + 1)
-
-
-def _fail(path: str, node: yaml.Node | None, message: str, hint: str = _REGENERATE) -> LockError:
-    line, column = _pos(node) if node is not None else (1, 1)
-    return LockError(path, line, column, message, hint)
-
-
-def _mapping(path: str, node: yaml.Node, what: str, allowed: tuple[str, ...],
-             positions: dict[str, Position], prefix: str) -> dict[str, yaml.Node]:
-    """The keys of a mapping node, each recorded in `positions`; unknown and repeated keys fail."""
-    if not isinstance(node, yaml.MappingNode):
-        raise _fail(path, node, f"{what} must be a mapping")
-    values: dict[str, yaml.Node] = {}
-    for key_node, value_node in node.value:
-        key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-        if key not in allowed:
-            raise _fail(path, key_node, f"{prefix}{key}: unknown key in {what}" if key else f"{what}: keys must be words",
-                        f"the keys of {what} are {', '.join(allowed)}")
-        if key in values:
-            raise _fail(path, key_node, f"{prefix}{key} appears twice")
-        values[key] = value_node
-        positions[prefix + key] = _pos(key_node)
-    return values
-
-
-_TEXT_TAGS = ("tag:yaml.org,2002:str", "tag:yaml.org,2002:timestamp")  # an unquoted time reads as a timestamp
-
-
-def _string(path: str, node: yaml.Node, key: str) -> str:
-    if not isinstance(node, yaml.ScalarNode) or node.tag not in _TEXT_TAGS or not node.value:
-        raise _fail(path, node, f"{key} must be a non-empty string")
-    if _CONTROL.search(node.value):
-        raise _fail(path, node, f"{key} contains a control character")
-    result: str = node.value
-    return result
-
-
-def _check_value(path: str, node: yaml.Node, key: str, value: str) -> None:
-    name = key.rpartition(".")[2]
-    if name == "digest" and not _DIGEST.fullmatch(value):
-        raise _fail(path, node, f"{key} ({value}) is not a sha256 digest (sha256: and 64 lowercase hex digits)")
-    if name.endswith("_at"):
-        if not _TIME.fullmatch(value):
-            raise _fail(path, node, f"{key} ({value}) is not a UTC time like 2026-12-01T09:30:00Z")
-        try:
-            _dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ")
-        except ValueError:
-            raise _fail(path, node, f"{key} ({value}) is not a valid date and time") from None
-    if name == "reference" and not _REFERENCE.fullmatch(value):
-        raise _fail(path, node, f"{key} ({value}) is not an image reference: it has a space, quote or backslash")
-    if name == "platform" and not _PLATFORM.fullmatch(value):
-        raise _fail(path, node, f"{key} ({value}) is not a platform like linux/amd64")
-
-
-def _entry(path: str, node: yaml.Node, section: str, names: tuple[str, ...],
-           positions: dict[str, Position]) -> dict[str, str]:
-    values = _mapping(path, node, section, names, positions, section + ".")
-    missing = [name for name in names if name not in values]
-    if missing:
-        line, column = positions[section]
-        raise LockError(path, line, column, f"{section}: missing {', '.join(missing)}", _REGENERATE)
-    out = {}
-    for name in names:
-        key = f"{section}.{name}"
-        out[name] = _string(path, values[name], key)
-        _check_value(path, values[name], key, out[name])
-    return out
-
-
-def parse_lock(text: str, path: str = "<lock>") -> Lock:
-    """Parse a lock's text; LockError (located) on a syntax error, a missing, unknown or repeated key,
-    a wrong type, a malformed digest or time, or an unsupported version."""
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        raise LockError(path, line, column, f"not valid YAML: {exc.problem or exc.context}", _REGENERATE) from None
-    except yaml.YAMLError as exc:
-        raise LockError(path, 1, 1, f"not valid YAML: {exc}", _REGENERATE) from None
-    if root is None:
-        raise LockError(path, 1, 1, "the lock file is empty", _REGENERATE)
-    positions: dict[str, Position] = {}
-    top = _mapping(path, root, "the lock", TOP_FIELDS, positions, "")
-    version_node = top.get("version")
-    if version_node is None:
-        raise _fail(path, root, "missing version")
-    if not isinstance(version_node, yaml.ScalarNode) or version_node.tag != "tag:yaml.org,2002:int":
-        raise _fail(path, version_node, "version must be an integer")
-    version = int(version_node.value)
-    if version != LOCK_VERSION:
-        raise _fail(path, version_node, f"lock version {version} is not supported (this megatron-compile reads {LOCK_VERSION})",
-                    "regenerate it with this megatron-compile: `megatron-compile lock --update SPEC`")
-    if "base" not in top:
-        raise _fail(path, root, "missing base")
-    base = BaseEntry(**_entry(path, top["base"], "base", BASE_FIELDS, positions))
-    built = None
-    if "built" in top:
-        built = BuiltEntry(**_entry(path, top["built"], "built", BUILT_FIELDS, positions))
-    return Lock(base=base, built=built, version=version, path=path, positions=positions)
 
 
 # -- the lock against its spec --------------------------------------------------------------------
@@ -361,6 +262,37 @@ def _check_built(lock: Lock, built: BuiltEntry, image: Mapping[str, Any], spec: 
             problems.append(_problem(
                 lock, f"image.{part}", "built.reference",
                 f"image.{part} is {value} but the lock {where} records the built image {built.reference}", hint))
+    return problems
+
+
+def built_from(base_digest: str, repo: str, commit: str, bridge: str | None) -> dict[str, str]:
+    """The values a built record carries (BUILT_FROM): what the image is built from today."""
+    return {"from_base_digest": base_digest, "from_megatron_repo": repo, "from_megatron_commit": commit,
+            "from_bridge": bridge or "none"}
+
+
+def check_built_from(lock: Lock, current: Mapping[str, str], spec: str = "SPEC") -> list[Problem]:
+    """Where the recorded image was built from something else than the spec builds today (another
+    megatron.commit, base digest, repository or Bridge): the job would run the old image while the
+    Dockerfile builds the new one. A record without these fields predates them and is stale too."""
+    built = lock.built
+    if built is None:
+        return []
+    hint = (f"rebuild and push the image, then run `megatron-compile lock --record-built {spec}` "
+            f"(`lock --update {spec}` drops the stale record)")
+    where = lock.where("built.reference")
+    problems = []
+    for key, spec_field in BUILT_FROM.items():
+        recorded = getattr(built, key)
+        if not recorded:
+            problems.append(_problem(lock, spec_field, "built.reference",
+                                     f"the lock {where} records the built image {built.reference} without the "
+                                     f"{spec_field} it was built from (recorded by an older megatron-compile)", hint))
+            break
+        if recorded != current[key]:
+            problems.append(_problem(lock, spec_field, f"built.{key}",
+                                     f"the built image the lock {lock.where('built.' + key)} records was built from "
+                                     f"{spec_field} {recorded}; the spec now builds from {current[key]}", hint))
     return problems
 
 

@@ -8,6 +8,7 @@ can say "`3.10` was read as the float 3.1; quote it".
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -58,6 +59,15 @@ _SEQ = "tag:yaml.org,2002:seq"
 _MERGE = "tag:yaml.org,2002:merge"
 
 _constructor = yaml.constructor.SafeConstructor()
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+
+
+def is_identifier(key: object) -> bool:
+    """Whether a key is a word a message may quote: an unknown key that is not (a line of another
+    file read through a link, a secret) is reported without being echoed."""
+    return isinstance(key, str) and _IDENTIFIER.fullmatch(key) is not None
 
 
 class Location(NamedTuple):
@@ -331,7 +341,8 @@ def load_file(path: str, display: str | None = None) -> tuple[SourceDoc | None, 
     try:
         raw = read_bytes(path)
     except OSError as exc:
-        return None, [_file_error(file, "file-unreadable", f"cannot read the spec: {exc.strerror or exc}")]
+        return None, [_file_error(file, "file-unreadable", f"cannot read the spec: {exc.strerror or exc}",
+                                  hint="name a spec file (.yaml), a directory of them or a glob")]
     text, diags = decode(file, raw)
     if text is None:
         return None, diags

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
+from ..load import limits
 from .defaults import MEGATRON_REPO, MEGATRON_ROOT
 from .formats import CHECKS, FORMATS, no_control
 from .sections import Fp8, Performance, _Section
@@ -85,7 +86,7 @@ class Resources(_Section):
     worker_flavor: NonEmptyText | None = None
     rdma: bool = False
     slow_training_detection: bool = False
-    gpu_memory_gb: float | None = Field(default=None, gt=0)  # default: from worker_flavor (H200, H100, A100)
+    gpu_memory_gb: float | None = Field(default=None, gt=0, le=limits.MAX_GPU_MEMORY_GB)  # default: from worker_flavor (H200, H100, A100)
 
 
 class Storage(_Section):
@@ -95,60 +96,61 @@ class Storage(_Section):
     run_root: AbsolutePath | None = None  # type: ignore[valid-type]
     # The share's quota in GB (10^9 bytes): the compiler compares the run's estimated checkpoints,
     # logs and TensorBoard with it (a warning above 90 %, an error above 100 %).
-    quota_gb: float | None = Field(default=None, gt=0)
+    quota_gb: float | None = Field(default=None, gt=0, le=limits.MAX_STORAGE_GB)
 
 
 class Parallelism(_Section):
     """Model-parallel sizes; data parallel is derived from the world size, never written."""
 
-    tensor: int = Field(default=1, ge=1)
-    pipeline: int = Field(default=1, ge=1)
-    context: int = Field(default=1, ge=1)
-    expert: int = Field(default=1, ge=1)
-    expert_tensor: int | None = Field(default=None, ge=1)  # Megatron defaults it to `tensor`
+    tensor: int = Field(default=1, ge=1, le=limits.MAX_PARALLEL)
+    pipeline: int = Field(default=1, ge=1, le=limits.MAX_PARALLEL)
+    context: int = Field(default=1, ge=1, le=limits.MAX_PARALLEL)
+    expert: int = Field(default=1, ge=1, le=limits.MAX_PARALLEL)
+    expert_tensor: int | None = Field(default=None, ge=1, le=limits.MAX_PARALLEL)  # Megatron defaults it to `tensor`
 
 
 class Model(_Section):
     """The GPT architecture (pretrain_gpt.py); each field is the Megatron-LM flag of the same name."""
 
     # required unless init_from gives the architecture (a rule says so: the schema cannot)
-    num_layers: int | None = Field(default=None, ge=1)
-    hidden_size: int | None = Field(default=None, ge=1)
-    num_attention_heads: int | None = Field(default=None, ge=1)
-    ffn_hidden_size: int | None = Field(default=None, ge=1)  # Megatron: 4 × hidden (× 2/3, rounded to 64, with swiglu)
-    num_query_groups: int | None = Field(default=None, ge=1)  # set: grouped-query attention
-    seq_length: int = Field(ge=1)
-    max_position_embeddings: int | None = Field(default=None, ge=1)
-    vocab_size: int | None = Field(default=None, ge=1)  # before padding; required with the null tokenizer
-    make_vocab_size_divisible_by: int = Field(default=128, ge=1)
+    num_layers: int | None = Field(default=None, ge=1, le=limits.MAX_LAYERS)
+    hidden_size: int | None = Field(default=None, ge=1, le=limits.MAX_HIDDEN)
+    num_attention_heads: int | None = Field(default=None, ge=1, le=limits.MAX_HEADS)
+    ffn_hidden_size: int | None = Field(default=None, ge=1, le=limits.MAX_FFN)  # Megatron: 4 × hidden (× 2/3, rounded to 64, with swiglu)
+    num_query_groups: int | None = Field(default=None, ge=1, le=limits.MAX_HEADS)  # set: grouped-query attention
+    seq_length: int = Field(ge=1, le=limits.MAX_POSITIONS)
+    max_position_embeddings: int | None = Field(default=None, ge=1, le=limits.MAX_POSITIONS)
+    vocab_size: int | None = Field(default=None, ge=1, le=limits.MAX_VOCAB)  # before padding; required with the null tokenizer
+    make_vocab_size_divisible_by: int = Field(default=128, ge=1, le=limits.MAX_VOCAB)
     swiglu: bool = False
     normalization: Literal["LayerNorm", "RMSNorm"] = "LayerNorm"
     position_embedding: Literal["learned_absolute", "rope", "none"] = "learned_absolute"
-    rotary_base: int | None = Field(default=None, ge=1)  # RoPE's theta (--rotary-base; Megatron: 10000)
+    rotary_base: int | None = Field(default=None, ge=1, le=limits.MAX_ROTARY_BASE)  # RoPE's theta (--rotary-base; Megatron: 10000)
     untie_embeddings: bool = False
     disable_bias_linear: bool = False
-    num_experts: int | None = Field(default=None, ge=1)
-    moe_router_topk: int = Field(default=2, ge=1)
-    moe_ffn_hidden_size: int | None = Field(default=None, ge=1)
+    num_experts: int | None = Field(default=None, ge=1, le=limits.MAX_EXPERTS)
+    moe_router_topk: int = Field(default=2, ge=1, le=limits.MAX_TOPK)
+    moe_ffn_hidden_size: int | None = Field(default=None, ge=1, le=limits.MAX_FFN)
     transformer_impl: Literal["local", "transformer_engine"] = "transformer_engine"
 
 
 class Batch(_Section):
-    micro: int = Field(ge=1)
+    micro: int = Field(ge=1, le=limits.MAX_MICRO_BATCH)
     # global is a Python keyword; the YAML key stays `global`
-    global_: int = Field(ge=1, alias="global")
+    global_: int = Field(ge=1, le=limits.MAX_GLOBAL_BATCH, alias="global")
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True, defer_build=True,
+                              allow_inf_nan=False)
 
 
 class Optimizer(_Section):
     lr: float = Field(gt=0)
     min_lr: float = Field(default=0.0, ge=0)
     decay_style: Literal["constant", "linear", "cosine", "inverse-square-root", "WSD"] = "linear"
-    warmup_iters: int = Field(default=0, ge=0)
-    decay_iters: int | None = Field(default=None, ge=1)  # default: train_iters
-    warmup_samples: int | None = Field(default=None, ge=0)  # sample-based training (train_samples)
-    decay_samples: int | None = Field(default=None, ge=1)  # default: train_samples
+    warmup_iters: int = Field(default=0, ge=0, le=limits.MAX_ITERATIONS)
+    decay_iters: int | None = Field(default=None, ge=1, le=limits.MAX_ITERATIONS)  # default: train_iters
+    warmup_samples: int | None = Field(default=None, ge=0, le=limits.MAX_ITERATIONS)  # sample-based training (train_samples)
+    decay_samples: int | None = Field(default=None, ge=1, le=limits.MAX_ITERATIONS)  # default: train_samples
     weight_decay: float = Field(default=0.01, ge=0)
     clip_grad: float = Field(default=1.0, ge=0)
     adam_beta1: float = Field(default=0.9, gt=0, lt=1)
@@ -170,7 +172,7 @@ class PrepareInput(_Section):
 
     path: AbsolutePath  # type: ignore[valid-type]
     weight: float | None = Field(default=None, gt=0)  # its share of the blend (default 1)
-    size_mb: float | None = Field(default=None, gt=0)  # for the storage and time estimates
+    size_mb: float | None = Field(default=None, gt=0, le=limits.MAX_INPUT_MB)  # for the storage and time estimates
 
 
 class Prepare(_Section):
@@ -199,7 +201,7 @@ class Data(_Section):
 class Checkpoint(_Section):
     """Megatron-LM's own checkpoints under $RUN_ROOT/ckpt: model, optimizer, scheduler, RNG, iteration."""
 
-    save_interval: int = Field(ge=1)  # Megatron asserts save needs save_interval > 0
+    save_interval: int = Field(ge=1, le=limits.MAX_ITERATIONS)  # Megatron asserts save needs save_interval > 0
     format: Literal["torch_dist", "torch"] = "torch_dist"
     resume: bool = True  # --load from the same directory: a restarted job continues
     # On resume Megatron asserts the LR/WD schedule equals the checkpoint's; a run extended with more
@@ -211,18 +213,18 @@ class Checkpoint(_Section):
 class Recompute(_Section):
     granularity: Literal["full", "selective"]
     method: Literal["uniform", "block"] | None = None
-    num_layers: int | None = Field(default=None, ge=1)
+    num_layers: int | None = Field(default=None, ge=1, le=limits.MAX_LAYERS)
 
 
 class Logging(_Section):
-    interval: int = Field(default=100, ge=1)
+    interval: int = Field(default=100, ge=1, le=limits.MAX_ITERATIONS)
     tensorboard: bool = False  # --tensorboard-dir $RUN_ROOT/tensorboard
     throughput: bool = False
 
 
 class Evaluation(_Section):
-    interval: int | None = Field(default=None, ge=1)
-    iters: int = Field(default=100, ge=0)
+    interval: int | None = Field(default=None, ge=1, le=limits.MAX_ITERATIONS)
+    iters: int = Field(default=100, ge=0, le=limits.MAX_ITERATIONS)
 
 
 class Training(_Section):
@@ -236,8 +238,8 @@ class Training(_Section):
     resume: bool = False
     model: Model | None = None
     batch: Batch | None = None
-    train_iters: int | None = Field(default=None, ge=1)  # exactly one of train_iters and train_samples
-    train_samples: int | None = Field(default=None, ge=1)  # sample-based training (--train-samples)
+    train_iters: int | None = Field(default=None, ge=1, le=limits.MAX_ITERATIONS)  # exactly one of train_iters and train_samples
+    train_samples: int | None = Field(default=None, ge=1, le=limits.MAX_ITERATIONS)  # sample-based training (--train-samples)
     optimizer: Optimizer | None = None
     precision: Literal["bf16", "fp16", "fp32", "fp8"] = "bf16"  # fp8: FP8 GEMMs on bf16 (training.fp8)
     fp8: Fp8 | None = None  # FP8's recipe; default: Fp8's defaults
@@ -246,7 +248,7 @@ class Training(_Section):
     sequence_parallel: bool = False
     distributed_optimizer: bool = False
     recompute: Recompute | None = None
-    virtual_pipeline: int | None = Field(default=None, ge=1)  # layers per virtual pipeline stage
+    virtual_pipeline: int | None = Field(default=None, ge=1, le=limits.MAX_LAYERS)  # layers per virtual pipeline stage
     fused_kernels: bool = True  # false: --no-persist-layer-norm and the other --no-*-fusion flags
     performance: Performance | None = None  # default: every option at its default (megatron/performance.py)
     logging: Logging = Field(default_factory=Logging)

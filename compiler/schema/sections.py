@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 # defer_build: validators are built on first use, not at import, so that `--help` and a spec that
 # fails in YAML never pay for them (docs/performance.md).
-_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
+_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True, allow_inf_nan=False)  # no .inf/.nan
 
 
 class _Section(BaseModel):

@@ -24,6 +24,8 @@ _CREDENTIALS = (
     (r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}", 0, "an API secret key (sk-…)"),
     (r"\bxox[abposr]-[A-Za-z0-9-]{10,}", 0, "a Slack token (xox…)"),
     (r"://[^/\s:@]+:[^/\s@]+@", 0, "a password inside a URL"),
+    # a JSON Web Token: base64url of '{"' (eyJ), a payload, a signature (empty when unsigned)
+    (r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*", 0, "a JSON Web Token (eyJ….….…)"),
     # NAME=VALUE inside one string, the name credential-ish: WANDB_API_KEY=<40 hex>, DB_PASSWORD=…
     (r"(?:KEY|TOKEN|SECRET)[\"']?\s*[=:]\s*[\"']?[0-9a-fA-F]{32,}\b", re.IGNORECASE,
      "a hex key assigned to a credential's name"),
@@ -133,8 +135,13 @@ def check_credentials(ctx: RuleContext) -> Iterator[Diagnostic]:
         if isinstance(env, dict):
             for name, value in env.items():
                 path = ("training", "env", name)
-                if isinstance(name, str) and is_credential_env(name) and value not in (None, "") \
-                        and path not in found:
+                if isinstance(name, str) and is_credential_env(name) and value in (None, "") and path not in found:
+                    found[path] = ctx.locate(
+                        "env-empty-credential", f"training.env.{name} is empty: launch.sh would export an empty "
+                        f"{name} over the one the platform or the job injects, and the run would fail to log in",
+                        path, hint=f"remove training.env.{name}; set the credential in the platform's secrets",
+                    )
+                elif isinstance(name, str) and is_credential_env(name) and path not in found:
                     found[path] = ctx.locate(
                         "credential-in-spec", f"training.env.{name} names a credential; a spec is committed and "
                         "its artifacts (launch.sh, job.json) are reviewed, so it must hold no secret", path,

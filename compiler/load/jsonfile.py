@@ -1,0 +1,158 @@
+"""A committed JSON file (a Hugging Face config.json) read with bounds, each refusal located.
+
+Python's json module accepts `NaN`, `Infinity` and `1e400` (as inf), recurses once per nesting
+level (a deep file is a RecursionError) and turns a number of any length into an int. A config.json
+is data the compile derives flags and estimates from, so: numbers are finite and of a sane size,
+nesting is shallow, and the architecture keys lie in ranges a model can have (`BOUNDS`), wherever
+they sit (a multimodal config nests its text model under `text_config`). Each refusal is a
+`JsonProblem` with the 1-based line and column in the file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, NamedTuple
+
+from . import limits
+
+MAX_DEPTH = 32
+MAX_INT_DIGITS = 18  # beyond int64 a config value is not a size or a count
+
+# config.json key -> (least, greatest) it may hold: the spec's own bounds (limits.py) for the same
+# quantity, so that a model the spec could not describe is refused where it is read.
+_L, _H, _F, _N = limits.MAX_LAYERS, limits.MAX_HIDDEN, limits.MAX_FFN, limits.MAX_HEADS
+BOUNDS: dict[str, tuple[float, float]] = {
+    **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers"), (1, _L)),
+    "first_k_dense_replace": (0, _L),
+    **dict.fromkeys(("hidden_size", "n_embd", "d_model", "kv_lora_rank", "q_lora_rank"), (1, _H)),
+    **dict.fromkeys(("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size", "n_inner"),
+                    (1, _F)),
+    **dict.fromkeys(("num_attention_heads", "n_head", "num_key_value_heads", "head_dim", "qk_rope_head_dim",
+                     "qk_nope_head_dim", "v_head_dim"), (1, _N)),
+    "vocab_size": (1, limits.MAX_VOCAB),
+    **dict.fromkeys(("max_position_embeddings", "n_positions", "sliding_window"), (1, limits.MAX_POSITIONS)),
+    **dict.fromkeys(("num_experts", "n_routed_experts", "num_local_experts", "n_shared_experts"),
+                    (0, limits.MAX_EXPERTS)),
+    "num_experts_per_tok": (1, limits.MAX_TOPK),
+    "rope_theta": (1, limits.MAX_ROTARY_BASE),
+    **dict.fromkeys(("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon"), (1e-30, 1.0)),
+    "factor": (0, 1e6),
+}
+
+
+class JsonProblem(NamedTuple):
+    """Why a JSON file was refused, and where (1-based line and column; 1, 1 when the whole file)."""
+
+    line: int
+    column: int
+    message: str
+
+
+class _Refuse(Exception):
+    def __init__(self, message: str, offset: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.offset = offset
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    before = text[:offset]
+    return before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
+
+
+_NON_FINITE = re.compile(r"-?(?:NaN|Infinity)\b")
+_LONG = re.compile(r"[0-9]{%d}" % (MAX_INT_DIGITS + 1))
+
+
+def _scan(text: str) -> None:
+    """Depth and non-finite constants, outside strings, before json recurses or reads them."""
+    depth = 0
+    in_string = escaped = False
+    for offset, char in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise _Refuse(f"nests deeper than {MAX_DEPTH} levels; a config.json is a shallow mapping", offset)
+        elif char in "]}":
+            depth -= 1
+        elif char.isdigit() and (offset == 0 or not text[offset - 1].isdigit()) and _LONG.match(text, offset):
+            raise _Refuse(f"holds a number of more than {MAX_INT_DIGITS} digits; no config value is that large", offset)
+        elif char in "NI-":
+            match = _NON_FINITE.match(text, offset)
+            if match:
+                raise _Refuse(f"holds {match.group(0)}, which is not a number JSON allows; every value must be "
+                              "finite", offset)
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _Refuse(f"holds an integer of {len(text.lstrip('-'))} digits ({text[:12]}...)")
+    return int(text)
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Refuse(f"holds {text}, which is out of a float's range (it would read as infinity)")
+    return value
+
+
+def _constant(name: str) -> float:
+    raise _Refuse(f"holds {name}, which is not a number JSON allows; every value must be finite")
+
+
+def _locate_key(text: str, key: str, after: int = 0) -> int | None:
+    match = re.compile(r'"' + re.escape(key) + r'"\s*:').search(text, after)
+    return match.start() if match else None
+
+
+def _check_bounds(text: str, value: Any, path: tuple[str | int, ...], problems: list[JsonProblem], after: int = 0) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            offset = _locate_key(text, key, after) if isinstance(key, str) else None
+            where = offset if offset is not None else after
+            bound = BOUNDS.get(key)
+            if bound is not None and item is not None:
+                shown = ".".join(str(p) for p in path + (key,))
+                low, high = bound
+                if isinstance(item, bool) or not isinstance(item, (int, float)):
+                    problems.append(JsonProblem(*_position(text, where), f"{shown} must be a number, got {item!r:.40}"))
+                elif not low <= item <= high:
+                    problems.append(JsonProblem(*_position(text, where),
+                                                f"{shown} = {item!r} is outside the range a model has ({_num(low)} to {_num(high)})"))
+            _check_bounds(text, item, path + (key,), problems, where)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_bounds(text, item, path + (index,), problems, after)
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
+
+
+def parse(text: str) -> tuple[Any, list[JsonProblem]]:
+    """JSON text -> (value, []) or (None, the located problems). Never raises on any input."""
+    try:
+        _scan(text)
+        value = json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_constant)
+    except _Refuse as exc:
+        line, column = _position(text, exc.offset) if exc.offset is not None else (1, 1)
+        return None, [JsonProblem(line, column, exc.message)]
+    except json.JSONDecodeError as exc:
+        return None, [JsonProblem(exc.lineno, exc.colno, f"is not valid JSON: {exc.msg}")]
+    except (ValueError, RecursionError) as exc:  # pragma: no cover - _scan and the hooks bound both
+        return None, [JsonProblem(1, 1, f"is not valid JSON: {exc}")]
+    problems: list[JsonProblem] = []
+    _check_bounds(text, value, (), problems)
+    return (None, problems) if problems else (value, [])
