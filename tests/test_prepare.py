@@ -84,7 +84,8 @@ def test_prepare_writes_prefixes_and_manifests_that_verify(prepared):
         assert manifest["tokenizer_type"] == "GPT2BPETokenizer"
         assert int(manifest["documents"]) == {"wiki": 200, "code": 50}[stem]
         assert int(manifest["bin_bytes"]) == prefix.with_suffix(".bin").stat().st_size
-        assert len(manifest["input_sha256_first_mb"]) == 64
+        assert len(manifest["input_sha256"]) == 64 and len(manifest["vocabulary_sha256"]) == 64
+        assert manifest["append_eod"] == "true"
     assert not list(data.glob(".prepare-*")), "the temporary directory is removed"
     check = _run(out / "verify-prepare.sh", env)
     assert check.returncode == 0, check.stdout
@@ -98,8 +99,66 @@ def test_prepare_is_idempotent(prepared):
     before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in data.iterdir()}
     again = _run(out / "prepare.sh", env)
     assert again.returncode == 0
-    assert again.stdout.count("is prepared already; skipping it") == 2
+    assert again.stdout.count("is prepared already from this input and tokenizer; skipping it") == 2
     assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in data.iterdir()} == before
+
+
+def _rerun_after(prepared, change) -> tuple[str, dict[str, str]]:
+    """prepare.sh, then `change(mount)`, then prepare.sh again: its output and the wiki manifest."""
+    mount, out, env = prepared
+    assert _run(out / "prepare.sh", env).returncode == 0
+    change(mount)
+    again = _run(out / "prepare.sh", env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    manifest = mount / "data" / "prep-01" / "wiki_text_document.manifest"
+    return again.stdout, dict(line.split(": ", 1) for line in manifest.read_text().splitlines())
+
+
+def _append(mount: Path) -> None:
+    with open(mount / "corpus" / "wiki.jsonl", "a") as handle:
+        handle.write(json.dumps({"text": "one more document"}) + "\n")
+
+
+def _same_size_other_bytes(mount: Path) -> None:
+    path = mount / "corpus" / "wiki.jsonl"
+    data = bytearray(path.read_bytes())
+    data[-5] = ord("X") if data[-5] != ord("X") else ord("Y")  # inside the last document's text
+    path.write_bytes(bytes(data))
+
+
+def _new_vocabulary(mount: Path) -> None:
+    (mount / "tok").mkdir(exist_ok=True)
+    (mount / "tok" / "vocab.json").write_text('{"a": 0}')
+
+
+@pytest.mark.parametrize(("change", "line"), [
+    (_append, "input_bytes"), (_same_size_other_bytes, "input_sha256"), (_new_vocabulary, "vocabulary_sha256"),
+])
+def test_a_prefix_made_from_other_input_or_vocabulary_is_made_again(prepared, change, line):
+    out, manifest = _rerun_after(prepared, change)
+    assert "wiki_text_document was prepared from something else; preparing it again" in out
+    assert f"  {line}: " in out, out
+    kept = "code.jsonl is prepared already from this input and tokenizer" in out
+    assert kept == (change is not _new_vocabulary), out  # the vocabulary is every prefix's
+    mount = prepared[0]
+    path = mount / "corpus" / "wiki.jsonl"
+    assert int(manifest["input_bytes"]) == path.stat().st_size
+    if change is _append:
+        assert manifest["documents"] == "201"
+
+
+def test_a_prefix_made_with_another_tokenizer_is_made_again(prepared, tmp_path):
+    mount, out, env = prepared
+    assert _run(out / "prepare.sh", env).returncode == 0
+    other = compile_text(_spec(mount, ["wiki.jsonl", "code.jsonl"]).replace("GPT2BPETokenizer", "Llama2Tokenizer")
+                         .replace(f"vocab_file: {mount}/tok/vocab.json, merge_file: {mount}/tok/merges.txt",
+                                  f"model: {mount}/tok/tokenizer.model"), "specs/prep.yaml", tmp=tmp_path)
+    assert other.ok, other.diagnostics
+    (out / "prepare.sh").write_text(other.files["prepare.sh"])
+    again = _run(out / "prepare.sh", env)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count("was prepared from something else; preparing it again") == 2
+    assert "  tokenizer_type: Llama2Tokenizer" in again.stdout
 
 
 def test_a_killed_run_leaves_nothing_training_would_read_and_the_next_run_recovers(prepared):

@@ -51,8 +51,16 @@ def prepare_plan(spec: JobSpec, facts: Facts) -> PreparePlan | None:
         ) + (((Word.lit("--append-eod"),),) if prepare.append_eod else ()) + tokenizer
         outputs = tuple(PrepareOutput(p.key, p.prefix.rsplit("/", 1)[1], p.prefix) for p in prefixes)
         inputs.append(PrepareInputPlan(path, stem, outputs, command))
-    return PreparePlan(output_dir=facts.prepare_output_dir, inputs=tuple(inputs),
-                       manifest=tokenizer_record(data.tokenizer), count_probe=COUNT_PROBE)
+    # What a prefix is made from besides its input: a manifest that records anything else is stale
+    # and prepare.sh prepares that input again (the tokenizer's files are hashed when it runs).
+    manifest = tokenizer_record(data.tokenizer) + (("append_eod", "true" if prepare.append_eod else "false"),)
+    model = data.tokenizer.model
+    if model is None and facts.hf is not None:
+        model = spec.init_from.huggingface.path  # the tokenizer of the model the job continues
+    vocabulary = tuple(value for value in (data.tokenizer.vocab_file, data.tokenizer.merge_file, model)
+                       if isinstance(value, str) and value.startswith("/"))
+    return PreparePlan(output_dir=facts.prepare_output_dir, inputs=tuple(inputs), manifest=manifest,
+                       vocabulary=vocabulary, count_probe=COUNT_PROBE)
 
 
 def prepare_request(spec: JobSpec, run_root: str, mount: str, script: str) -> StepRequest:

@@ -172,7 +172,8 @@ class PrepareInputPlan(NamedTuple):
 class PreparePlan(NamedTuple):
     output_dir: str
     inputs: tuple[PrepareInputPlan, ...]
-    manifest: tuple[tuple[str, str], ...]  # the tokenizer's lines of every manifest
+    manifest: tuple[tuple[str, str], ...]  # the tokenizer's and the options' lines of every manifest
+    vocabulary: tuple[str, ...]  # the tokenizer's files (or directory): their sha256 is in the manifest
     count_probe: str  # Python that prints a prefix's documents, sequences and tokens
 
 

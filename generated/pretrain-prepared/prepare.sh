@@ -5,8 +5,9 @@
 #
 # The data preparation job (job-prepare.json carries this command): Megatron-LM's
 # tools/preprocess_data.py turns each input into .bin/.idx prefixes under the output directory,
-# which the training step reads. Idempotent: a prefix whose .bin, .idx and manifest exist is
-# skipped; a new one is written in a temporary directory and published file by file, the
+# which the training step reads. Idempotent: a prefix whose .bin, .idx and manifest exist and whose
+# manifest records this input (size and sha256), tokenizer, vocabulary and options is skipped; one
+# made from anything else is reported and made again; a new one is written in a temporary directory and published file by file, the
 # manifest last, so a killed run leaves no prefix that training would read.
 set -euo pipefail
 
@@ -31,32 +32,70 @@ done
 tmp=""
 trap 'if [ -n "$tmp" ]; then rm -rf -- "$tmp"; fi' EXIT
 
-# complete PREFIX...: for each, both files and the manifest are there
-complete() {
-  local prefix
+# vocabulary_sha256 PATH...: one sha256 over the tokenizer's files (a directory: its tokenizer files
+# only, never the weights beside them); a missing one counts as absent
+vocabulary_sha256() {
+  local path name
+  for path in "$@"; do
+    if [ -d "$path" ]; then
+      for name in tokenizer.json tokenizer_config.json tokenizer.model vocab.json merges.txt vocab.txt \
+        special_tokens_map.json added_tokens.json; do
+        if [ -f "$path/$name" ]; then
+          printf '%s ' "$name"
+          sha256sum <"$path/$name"
+        fi
+      done
+    elif [ -f "$path" ]; then
+      sha256sum <"$path"
+    else
+      printf 'absent %s\n' "$path"
+    fi
+  done | sha256sum | cut -d' ' -f1
+}
+
+# identity INPUT: what a prefix of INPUT is made from, the first lines of its manifest: the input's
+# size and checksum, the tokenizer and its vocabulary, the options
+identity() {
+  local input=$1
+  printf 'input: %s\n' "$input"
+  printf 'input_bytes: %s\n' "$(stat -c %s -- "$input")"
+  printf 'input_sha256: %s\n' "$(sha256sum <"$input" | cut -d' ' -f1)"
+  printf '%s: %s\n' tokenizer_type GPT2BPETokenizer
+  printf '%s: %s\n' tokenizer_vocab_file /mnt/megatron/tokenizers/gpt2/vocab.json
+  printf '%s: %s\n' tokenizer_merge_file /mnt/megatron/tokenizers/gpt2/merges.txt
+  printf '%s: %s\n' append_eod true
+  printf 'vocabulary_sha256: %s\n' "$(vocabulary_sha256 /mnt/megatron/tokenizers/gpt2/vocab.json /mnt/megatron/tokenizers/gpt2/merges.txt)"
+}
+
+# prepared_from IDENTITY PREFIX...: each prefix's files are there and its manifest starts with
+# IDENTITY; a prefix made from another input, tokenizer or vocabulary is reported and made again
+prepared_from() {
+  local id=$1 prefix recorded
+  shift
   for prefix in "$@"; do
     [ -s "$prefix.bin" ] && [ -s "$prefix.idx" ] && [ -s "$prefix$MANIFEST_SUFFIX" ] || return 1
+    recorded=$(head -n "$(printf '%s\n' "$id" | wc -l)" -- "$prefix$MANIFEST_SUFFIX")
+    if [ "$recorded" != "$id" ]; then
+      printf 'prepare.sh: %s was prepared from something else; preparing it again:\n' "$prefix"
+      diff <(printf '%s\n' "$recorded") <(printf '%s\n' "$id") | sed -n 's/^[<>] /  /p' || true
+      return 1
+    fi
   done
 }
 
-# publish PRODUCED PREFIX INPUT KEY SECONDS: move a finished prefix into place, the manifest last
+# publish PRODUCED PREFIX IDENTITY KEY SECONDS: move a finished prefix into place, the manifest last
 publish() {
-  local produced=$1 prefix=$2 input=$3 key=$4 seconds=$5 counts
+  local produced=$1 prefix=$2 id=$3 key=$4 seconds=$5 counts
   counts=$(python -c "import sys; from megatron.core.datasets.indexed_dataset import IndexedDataset; ds = IndexedDataset(sys.argv[1]); print('documents:', len(ds.document_indices) - 1); print('sequences:', len(ds)); print('tokens:', int(ds.sequence_lengths.sum())); import importlib.util; np = importlib.util.find_spec('numpy') and __import__('numpy'); np and print('max_token_id:', int(np.memmap(sys.argv[1] + '.bin', dtype=ds.index.dtype, mode='r').max()) if len(ds) else -1)" "$produced") || die "cannot read back $produced"
   case $counts in
-  *"documents: 0"*) die "$input gave no document under the key '$key': check json_keys" ;;
+  *"documents: 0"*) die "the input gave no document under the key '$key': check json_keys" ;;
   esac
   rm -f -- "$prefix$MANIFEST_SUFFIX" "$prefix.bin" "$prefix.idx"
   mv -- "$produced.bin" "$prefix.bin"
   mv -- "$produced.idx" "$prefix.idx"
   {
-    printf 'input: %s\n' "$input"
-    printf 'input_bytes: %s\n' "$(stat -c %s -- "$input")"
-    printf 'input_sha256_first_mb: %s\n' "$(head -c 1048576 -- "$input" | sha256sum | cut -d' ' -f1)"
+    printf '%s\n' "$id"
     printf 'json_key: %s\n' "$key"
-    printf '%s: %s\n' tokenizer_type GPT2BPETokenizer
-    printf '%s: %s\n' tokenizer_vocab_file /mnt/megatron/tokenizers/gpt2/vocab.json
-    printf '%s: %s\n' tokenizer_merge_file /mnt/megatron/tokenizers/gpt2/merges.txt
     printf '%s\n' "$counts"
     printf 'bin_bytes: %s\n' "$(stat -c %s -- "$prefix.bin")"
     printf 'idx_bytes: %s\n' "$(stat -c %s -- "$prefix.idx")"
@@ -67,10 +106,11 @@ publish() {
 }
 
 # /mnt/megatron/corpus/wiki.jsonl
-if complete /mnt/megatron/data/pretrain-prepared-01/wiki_text_document; then
-  printf 'prepare.sh: %s is prepared already; skipping it\n' /mnt/megatron/corpus/wiki.jsonl
+[ -f /mnt/megatron/corpus/wiki.jsonl ] && [ -r /mnt/megatron/corpus/wiki.jsonl ] || die /mnt/megatron/corpus/wiki.jsonl": cannot read the input"
+id=$(identity /mnt/megatron/corpus/wiki.jsonl)
+if prepared_from "$id" /mnt/megatron/data/pretrain-prepared-01/wiki_text_document; then
+  printf 'prepare.sh: %s is prepared already from this input and tokenizer; skipping it\n' /mnt/megatron/corpus/wiki.jsonl
 else
-  [ -r /mnt/megatron/corpus/wiki.jsonl ] || die /mnt/megatron/corpus/wiki.jsonl": cannot read the input"
   tmp=$(mktemp -d "$OUTPUT_DIR/.prepare-XXXXXX")
   started=$SECONDS
   python "$MEGATRON_ROOT/tools/preprocess_data.py" \
@@ -82,16 +122,17 @@ else
   --tokenizer-type GPT2BPETokenizer \
   --vocab-file /mnt/megatron/tokenizers/gpt2/vocab.json \
   --merge-file /mnt/megatron/tokenizers/gpt2/merges.txt
-  publish "$tmp/"wiki_text_document /mnt/megatron/data/pretrain-prepared-01/wiki_text_document /mnt/megatron/corpus/wiki.jsonl text "$((SECONDS - started))"
+  publish "$tmp/"wiki_text_document /mnt/megatron/data/pretrain-prepared-01/wiki_text_document "$id" text "$((SECONDS - started))"
   rm -rf -- "$tmp"
   tmp=""
 fi
 
 # /mnt/megatron/corpus/code.jsonl
-if complete /mnt/megatron/data/pretrain-prepared-01/code_text_document; then
-  printf 'prepare.sh: %s is prepared already; skipping it\n' /mnt/megatron/corpus/code.jsonl
+[ -f /mnt/megatron/corpus/code.jsonl ] && [ -r /mnt/megatron/corpus/code.jsonl ] || die /mnt/megatron/corpus/code.jsonl": cannot read the input"
+id=$(identity /mnt/megatron/corpus/code.jsonl)
+if prepared_from "$id" /mnt/megatron/data/pretrain-prepared-01/code_text_document; then
+  printf 'prepare.sh: %s is prepared already from this input and tokenizer; skipping it\n' /mnt/megatron/corpus/code.jsonl
 else
-  [ -r /mnt/megatron/corpus/code.jsonl ] || die /mnt/megatron/corpus/code.jsonl": cannot read the input"
   tmp=$(mktemp -d "$OUTPUT_DIR/.prepare-XXXXXX")
   started=$SECONDS
   python "$MEGATRON_ROOT/tools/preprocess_data.py" \
@@ -103,7 +144,7 @@ else
   --tokenizer-type GPT2BPETokenizer \
   --vocab-file /mnt/megatron/tokenizers/gpt2/vocab.json \
   --merge-file /mnt/megatron/tokenizers/gpt2/merges.txt
-  publish "$tmp/"code_text_document /mnt/megatron/data/pretrain-prepared-01/code_text_document /mnt/megatron/corpus/code.jsonl text "$((SECONDS - started))"
+  publish "$tmp/"code_text_document /mnt/megatron/data/pretrain-prepared-01/code_text_document "$id" text "$((SECONDS - started))"
   rm -rf -- "$tmp"
   tmp=""
 fi
