@@ -105,7 +105,9 @@ publish() {
 }
 
 # /mnt/megatron/corpus/wiki.jsonl
-[ -f /mnt/megatron/corpus/wiki.jsonl ] && [ -r /mnt/megatron/corpus/wiki.jsonl ] || die /mnt/megatron/corpus/wiki.jsonl": cannot read the input"
+if [ ! -f /mnt/megatron/corpus/wiki.jsonl ] || [ ! -r /mnt/megatron/corpus/wiki.jsonl ]; then
+  die /mnt/megatron/corpus/wiki.jsonl": cannot read the input (not a readable regular file)"
+fi
 id=$(identity /mnt/megatron/corpus/wiki.jsonl)
 if prepared_from "$id" /mnt/megatron/data/corpus-bpe/wiki_text_document; then
   printf 'prepare.sh: %s is prepared already from this input and tokenizer; skipping it\n' /mnt/megatron/corpus/wiki.jsonl
@@ -126,7 +128,9 @@ else
 fi
 
 # /mnt/megatron/corpus/code.jsonl
-[ -f /mnt/megatron/corpus/code.jsonl ] && [ -r /mnt/megatron/corpus/code.jsonl ] || die /mnt/megatron/corpus/code.jsonl": cannot read the input"
+if [ ! -f /mnt/megatron/corpus/code.jsonl ] || [ ! -r /mnt/megatron/corpus/code.jsonl ]; then
+  die /mnt/megatron/corpus/code.jsonl": cannot read the input (not a readable regular file)"
+fi
 id=$(identity /mnt/megatron/corpus/code.jsonl)
 if prepared_from "$id" /mnt/megatron/data/corpus-bpe/code_text_document; then
   printf 'prepare.sh: %s is prepared already from this input and tokenizer; skipping it\n' /mnt/megatron/corpus/code.jsonl
