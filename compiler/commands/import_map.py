@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin
 
 from ..check.rules.safety import credential_flags, credential_shape, is_credential_env
+from ..check.rules.parallel_args import PARALLEL_FLAGS
 from ..check.validate import is_number
+from ..megatron import PINNED_COMMIT
 from ..megatron.flags import IMPLIED, IMPORTED_TYPED, STOP_FLAGS, UNFUSED_FLAGS, import_table
+from ..megatron.scripts import script_problem
 from ..megatron.runfiles import RUN_CHECKPOINT_DIR, TENSORBOARD_DIR
 from ..platform.engine import RESERVED_ENV
 from ..schema.defaults import MEGATRON_ROOT
@@ -151,6 +154,13 @@ def to_spec(recorded: Recorded, name: str) -> ImportResult:
     """Map a recorded launch to spec data and the report of everything not mapped one to one."""
     _refuse_preprocessing(recorded)
     report: list[str] = []
+    problem = script_problem(recorded.script, MEGATRON_ROOT, PINNED_COMMIT)
+    if problem is not None and problem.moved_to is not None:
+        report.append(f"script {recorded.script}: Megatron-LM moved it; imported as {problem.moved_to}")
+        recorded.script = problem.moved_to
+    elif problem is not None:  # a spec naming it would be refused too (script-not-in-megatron)
+        launched = problem.message.replace(f"training.script ({recorded.script})", f"the script launches {recorded.script}, which", 1)
+        raise ImportFailed(f"{launched}; {problem.hint}")
     data: dict[str, Any] = {"version": 1, "name": name}
     for variable in recorded.unset:
         report.append(f"unset variable {variable}: the script read it and bash expanded it empty; "
@@ -195,6 +205,9 @@ def to_spec(recorded: Recorded, name: str) -> ImportResult:
                               "give it a fixed value in training.args")
                 continue
             raw += [flag, *values] if flag else list(values)
+            if flag in PARALLEL_FLAGS and len(values) == 1 and values[0].isdigit():
+                # the script reads it from training.args; the plan and the checks read parallelism
+                _set(data, ("parallelism", PARALLEL_FLAGS[flag]), int(values[0]))
             continue
         if flag in MANAGED:
             if flag == "--load":
@@ -367,14 +380,16 @@ def _drop_credentials(groups: list[tuple[str, tuple[str, ...]]], report: list[st
 
 
 
-ORDER = ("extends", "version", "name", "image", "megatron", "resources", "storage", "parallelism", "training")
+# The spec's keys in the schema's order (every section: platform, slurm, kubernetes, init_from…);
+# extends first. A key the schema does not know still comes out, after them: dropping it loses a value.
+ORDER = ("extends", *JobSpec.model_fields)
 TRAINING_ORDER = ("script", "model", "batch", "train_iters", "train_samples", "optimizer", "precision", "fp8", "data",
                   "checkpoint", "sequence_parallel", "distributed_optimizer", "recompute", "virtual_pipeline",
                   "fused_kernels", "performance", "logging", "eval", "args", "env", "resume")
 
 
 def _ordered(data: dict[str, Any]) -> dict[str, Any]:
-    out = {k: data[k] for k in ORDER if k in data}
+    out = {**{k: data[k] for k in ORDER if k in data}, **data}
     if "training" in out:
         t = out["training"]
         # a key not in TRAINING_ORDER still comes out, after the ordered ones: dropping it loses a value

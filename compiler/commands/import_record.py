@@ -49,6 +49,9 @@ TOP_DIRECTORIES = ("docker", "docs", "examples", "images", "megatron", "scripts"
 RANDOM_SEEDS = (1, 2)
 # Slurm hands the launch to a cluster the import cannot follow: these record that they were called.
 SLURM_COMMANDS = ("srun", "sbatch", "salloc")
+# DeepSpeed's launchers start Megatron-DeepSpeed (or another DeepSpeed job), not Megatron-LM.
+DEEPSPEED_COMMANDS = ("deepspeed", "ds")
+DEEPSPEED_FLAGS = ("--deepspeed", "--deepspeed_config", "--deepspeed-config", "--zero-stage", "--deepspeed-activation-checkpointing")
 
 
 class ImportFailed(Exception):
@@ -85,6 +88,8 @@ def _stubs(directory: Path, record: Path) -> None:
             'if [ "${1:-}" = -m ] && { [ "${2:-}" = torch.distributed.run ] || [ "${2:-}" = torch.distributed.launch ]; }; then\n'
             f'  shift 2; {recorder("torchrun")}\n'
             'fi\n'
+            # a python helper's output ($(python3 make_data_args.py)) is known only at run time
+            'printf "@runtime:python@"\n'
             'for a in "$@"; do case "$a" in *.py) ' + recorder("python") + ' ;; esac; done\n'
             'exit 0\n'
         ))
@@ -98,6 +103,8 @@ def _stubs(directory: Path, record: Path) -> None:
             'exec "$@" ;; esac; shift; done\nexit 0\n'))
     for name in SLURM_COMMANDS:
         _write_stub(directory / name, f'printf "%s\\n" {name} >> "{record}.slurm"; exit 0\n')
+    for name in DEEPSPEED_COMMANDS:
+        _write_stub(directory / name, f'printf "%s\\n" {name} >> "{record}.deepspeed"; exit 0\n')
     # `which srun` answers "not there": a script that submits to Slurm when it can takes its torchrun branch
     _write_stub(directory / "which", (
         'status=0; for a in "$@"; do case "$a" in -*) ;; ' + "|".join(SLURM_COMMANDS) + ') status=1 ;; '
@@ -183,6 +190,8 @@ def record_script(script: Path, positional: list[str], env: dict[str, str] | Non
                 break
             assert proc is not None
             calls = _calls(record)
+            if Path(f"{record}.deepspeed").exists() and not any(c[1] == "torchrun" for c in calls):
+                raise ImportFailed(DEEPSPEED_REFUSAL + " (the script calls DeepSpeed's launcher, `deepspeed`)")
             if not calls and Path(f"{record}.slurm").exists():
                 used = sorted(set(Path(f"{record}.slurm").read_text().split()))
                 raise ImportFailed(
@@ -206,7 +215,8 @@ def record_script(script: Path, positional: list[str], env: dict[str, str] | Non
     launched_env = {k: v for k, v in seen_env.items()
                     if k not in base_env and k not in unset and k not in SHELL_VARIABLES
                     and not k.startswith("BASH_FUNC")}
-    first = _mark_random(runs[0][0], runs[1][0] if len(runs[1]) == len(runs[0]) else runs[0][0])
+    chosen = _launch_index(runs[0])
+    first = _mark_random(runs[0][chosen], runs[1][chosen] if len(runs[1]) == len(runs[0]) else runs[0][chosen])
     first = [_mark_temporary(token, work, root) for token in first]
     launched_env = {k: _mark_temporary(v, work, root) for k, v in launched_env.items()}
     pwd, program, rest = first[0], first[1], first[2:]
@@ -214,6 +224,7 @@ def record_script(script: Path, positional: list[str], env: dict[str, str] | Non
     if program.startswith("python"):
         for index, token in enumerate(rest):
             if token.endswith(".py"):
+                _refuse_deepspeed(rest[index + 1:])
                 return Recorded([], where.script(token), rest[index + 1:], unset, len(runs[0]), launched_env,
                                 where.notes)
     launcher: list[str] = []
@@ -222,14 +233,70 @@ def record_script(script: Path, positional: list[str], env: dict[str, str] | Non
         option = rest[index]
         launcher.append(option)
         name = option.lstrip("-").split("=", 1)[0].replace("-", "_")
+        if name in ("m", "module"):
+            raise ImportFailed(
+                f"torchrun {option} {_show(rest[index + 1]) if index + 1 < len(rest) else ''}: the script runs a Python "
+                "module, and training.script names a file of Megatron-LM, not a module. Launch the module's file "
+                "instead (torchrun … megatron/…/x.py, or pretrain_gpt.py) and import again")
         if "=" not in option and name in TORCHRUN_VALUE_OPTIONS and index + 1 < len(rest):
+            _check_option_value(option, rest[index + 1], unset)
             launcher.append(rest[index + 1])
             index += 1
         index += 1
     if index >= len(rest):
         raise ImportFailed("torchrun was started without a training script")
+    if not rest[index].endswith(".py"):
+        raise ImportFailed(
+            f"torchrun's training script is {_show(rest[index])!r}, not a Python file: an option before it lost its "
+            "value (an empty variable expands to nothing, and the option takes the next word)"
+            + (f"; unset here: {', '.join(unset)}" if unset else "") + ". Give every torchrun option a value "
+            "(--env NAME=VALUE) and import again")
+    _refuse_deepspeed(rest[index + 1:])
     return Recorded(launcher, where.script(rest[index]), rest[index + 1:], unset, len(runs[0]), launched_env,
                     where.notes)
+
+
+DEEPSPEED_REFUSAL = (
+    "this is a DeepSpeed job (Megatron-DeepSpeed or DeepSpeed's launcher), not a Megatron-LM one: megatron-compile "
+    "compiles Megatron-LM's own torchrun launch, whose flags and checkpoints differ (no --deepspeed, ZeRO is "
+    "--use-distributed-optimizer). Port the job to Megatron-LM's pretrain_gpt.py flags and import that script, or "
+    "keep launching it with DeepSpeed's tools")
+
+
+def _refuse_deepspeed(args: list[str]) -> None:
+    """A training command with DeepSpeed's flags is Megatron-DeepSpeed's, not Megatron-LM's."""
+    used = sorted({a.split("=", 1)[0] for a in args if a.split("=", 1)[0] in DEEPSPEED_FLAGS})
+    if used:
+        raise ImportFailed(f"{DEEPSPEED_REFUSAL} (it passes {', '.join(used)})")
+
+
+# Numeric torchrun options and what their value may be: a count, or the forms torchrun reads
+_OPTION_VALUE = {"nproc_per_node": re.compile(r"[0-9]+|gpu|cpu|auto|xpu|@(?:unset|runtime):[A-Za-z0-9_.-]+@"),
+                 "nnodes": re.compile(r"[0-9]+(?::[0-9]+)?|@(?:unset|runtime):[A-Za-z0-9_.-]+@")}
+
+
+def _check_option_value(option: str, value: str, unset: list[str]) -> None:
+    """`--nproc_per_node` followed by `--nnodes` (or by the script) lost its value to an empty variable."""
+    name = option.lstrip("-").replace("-", "_")
+    pattern = _OPTION_VALUE.get(name)
+    if value.startswith("-") or value.endswith(".py") or (pattern is not None and not pattern.fullmatch(value)):
+        raise ImportFailed(
+            f"torchrun {option} has no value of its own: it took the next word, {_show(value)!r} (an empty or unset "
+            "variable expands to nothing)" + (f"; unset here: {', '.join(unset)}" if unset else "")
+            + f". Give {option} a value (import with --env NAME=VALUE) and import again")
+
+
+def _launch_index(calls: list[list[str]]) -> int:
+    """Which recorded call is the training launch: the first torchrun; without one, the first python
+    call of a training script (a helper inside $(python3 …) runs first and is not the trainer)."""
+    for index, call in enumerate(calls):
+        if call[1] == "torchrun":
+            return index
+    for index, call in enumerate(calls):
+        scripts = [posixpath.basename(t) for t in call[2:] if t.endswith(".py")]
+        if scripts and scripts[0].startswith(("pretrain_", "train", "finetune")):
+            return index
+    return 0
 
 
 def _run_dir(root: Path, cwd: str | None) -> Path:

@@ -21,7 +21,9 @@ from .precision import check_fp8, check_performance
 from .parallel import (
     check_bounded_args, check_bounded_layout, check_expert_divisibility, check_parallel_divisibility, check_rdma,
 )
+from .parallel_args import check_parallel_args
 from .runtime import check_kernel_needs, check_pipeline_split, check_validate_args
+from .scripts import check_script_exists
 from .slow import check_routing, check_slow_training
 from .stop import check_stop, check_stop_limit
 from .safety import check_credentials, check_image_values, check_import_markers, check_reserved_env
@@ -32,6 +34,8 @@ RULES: tuple[Rule, ...] = (
     Rule("read-only-storage", ("storage",), check_read_only),
     Rule("reserved-mount-path", ("storage",), check_reserved_mount),
     Rule("script-outside-root", ("training", "megatron"), check_script_in_root),
+    Rule("script-not-in-megatron", ("training", "megatron"), check_script_exists),
+    Rule("args-parallel-mismatch", ("training", "parallelism"), check_parallel_args),
     Rule("parallel-divisibility", ("resources", "parallelism"), check_parallel_divisibility),
     Rule("expert-divisibility", ("resources", "parallelism"), check_expert_divisibility),
     Rule("bounded-example-layout", ("training", "parallelism", "resources"), check_bounded_layout),
