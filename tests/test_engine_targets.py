@@ -94,7 +94,14 @@ def test_job_sbatch_asks_slurm_for_what_the_spec_says():
     assert options["nodes"] == str(spec["resources"]["workers"])
     assert options["ntasks-per-node"] == "1"
     assert options["gpus-per-node"] == str(spec["resources"]["gpus_per_worker"])
-    assert options["output"].startswith(spec["storage"]["run_root"] + "/")
+    # slurmd opens --output on the host: the storage's path there is the mount's SRC, not its DST
+    src, dst = spec["slurm"]["container"]["mounts"][0].split(":")[:2]
+    assert dst == spec["storage"]["mount_path"] and src != dst
+    host_root = src + spec["storage"]["run_root"][len(dst):]
+    assert options["output"].startswith(host_root + "/")
+    assert f"HOST_RUN_ROOT={host_root}\n" in script and 'mkdir -p "$HOST_RUN_ROOT/slurm"' in script
+    assert 'cat >"$HOST_RUN_ROOT/$LAUNCH_NAME"' in script and 'bash "$RUN_ROOT/$LAUNCH_NAME"' in script
+    assert "--container-writable" in script  # enroot's containers are read-only by default
     assert re.fullmatch(r"(\d+-)?\d+(:\d{2}){0,2}|\d+-\d+", options["time"]), options["time"]
     image = spec["image"]
     enroot = f"{image['registry']}#{image['namespace']}/{image['repository']}:{image['tag']}"
@@ -233,7 +240,12 @@ def _stage(tmp_path: Path) -> tuple[Path, dict[str, str], Path]:
     (megatron / "megatron" / "core" / "datasets" / "Makefile").write_text("default:\n\t@echo helper built\n")
     (megatron / "examples").mkdir()
     (megatron / spec["training"]["script"]).write_text(TRAIN)
-    script = JOB_SBATCH.read_text().replace(mount, str(tmp_path / "mnt")).replace(root, str(megatron))
+    # no container here: the host's path of the storage (the mount's SRC) is the same directory
+    source = spec["slurm"]["container"]["mounts"][0].split(":")[0]
+    (tmp_path / "mnt").mkdir()
+    (tmp_path / "host-storage").symlink_to(tmp_path / "mnt")
+    script = (JOB_SBATCH.read_text().replace(mount, str(tmp_path / "mnt")).replace(source, str(tmp_path / "host-storage"))
+              .replace(root, str(megatron)))
     job = tmp_path / "job.sbatch"
     job.write_text(script)
     run_root = Path(spec["storage"]["run_root"].replace(mount, str(tmp_path / "mnt")))

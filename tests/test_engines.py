@@ -113,7 +113,7 @@ def test_slurm_prepare_step_is_a_batch_job_that_lints(tmp_path: Path):
     assert "job-prepare.json" not in result.files
     assert "#SBATCH --nodes=1" in script and "--gpus-per-node" not in script
     assert "MASTER_ADDR" not in script  # no rendezvous: the preparation is not torchrun
-    assert 'LAUNCH="$RUN_ROOT/slurm/prepare-$SLURM_JOB_ID.sh"' in script
+    assert 'LAUNCH_NAME="slurm/prepare-$SLURM_JOB_ID.sh"' in script and 'bash "$RUN_ROOT/$LAUNCH_NAME"' in script
     assert "printf 'job-prepare.sbatch: srun exited with status %s\\n'" in script
     target = tmp_path / "job-prepare.sbatch"
     target.write_text(script)

@@ -53,8 +53,9 @@ class SlurmJob(NamedTuple):
     gpus_per_node: int
     time_limit: str
     exclusive: bool
-    output: str  # slurm-%j.out under the run root
-    run_root: str
+    output: str  # slurm-%j.out under the run root, as the host sees it (slurmd opens it)
+    run_root: str  # inside the container
+    host_run_root: str  # the same directory on the host: the storage mount's SRC, not its DST
     container_image: str
     container_mounts: str  # pyxis's comma-separated list
     default_master_port: int
@@ -113,11 +114,14 @@ class Slurm:
     def job(self, request: StepRequest, spec: JobSpec, pins: ImagePins) -> SlurmJob:
         s = spec.slurm
         assert s is not None  # the platform-section rule refuses a spec without it
+        # sbatch, slurmd and the batch script run on the host, where the storage is at the mount's
+        # SRC; only srun's task runs in the container, where it is at DST
+        host_root = host_path(request.run_root, list(s.container.mounts))
         return SlurmJob(
             file=self.document(request.kind).file, name=request.name, partition=s.partition, account=s.account,
             has_account=s.account is not None, nodes=request.nodes, gpus_per_node=request.gpus_per_node,
-            time_limit=s.time_limit, exclusive=s.exclusive, output=f"{request.run_root}/slurm-%j.out",
-            run_root=request.run_root,
+            time_limit=s.time_limit, exclusive=s.exclusive, output=f"{host_root}/slurm-%j.out",
+            run_root=request.run_root, host_run_root=host_root,
             # pyxis takes enroot's registry#image form without the docker:// scheme
             container_image=s.container.image or pins.enroot_uri.removeprefix("docker://"),
             container_mounts=",".join(s.container.mounts), default_master_port=DEFAULT_MASTER_PORT,
@@ -134,6 +138,18 @@ class Slurm:
             yield Finding("slurm-time-limit", f"slurm.time_limit ({section.time_limit}) is not a time sbatch reads",
                           ("slurm", "time_limit"),
                           "write minutes, hours:minutes:seconds or days-hours:minutes:seconds, e.g. 04:00:00")
+        for field in ("partition", "account"):
+            value = getattr(section, field)
+            if value is not None and not SLURM_NAME[field].fullmatch(value):
+                yield Finding("slurm-name", f"slurm.{field} ({value}) is not a Slurm {field} name: it has a space or "
+                              "a character sbatch does not take", ("slurm", field),
+                              "letters, digits, '_', '-' and '.'" + (" (several partitions: a,b)" if field == "partition" else ""))
+        for index, mount in enumerate(section.container.mounts):
+            parts = mount.split(":")
+            if len(parts) > 3 or not all(p.startswith("/") for p in parts[:2]) or "," in mount:
+                yield Finding("slurm-mount", f"slurm.container.mounts[{index}] ({mount}) is not SRC:DST[:FLAGS] with "
+                              "absolute paths", ("slurm", "container", "mounts", index),
+                              "e.g. /lustre/megatron:/mnt/megatron (SRC on the host, DST in the container)")
         mount = facts.mount_path
         if mount is not None and mount not in mount_destinations(list(section.container.mounts)):
             yield Finding("slurm-mount", f"slurm.container.mounts does not mount the shared storage at "
@@ -142,6 +158,27 @@ class Slurm:
 
 
 ENGINE = Slurm()
+
+
+# sbatch --partition takes a comma-separated list of partitions; an account is one name
+SLURM_NAME = {"partition": re.compile(r"[A-Za-z0-9_.-]+(?:,[A-Za-z0-9_.-]+)*"), "account": re.compile(r"[A-Za-z0-9_.-]+")}
+
+
+def host_path(path: str, mounts: list[str]) -> str:
+    """A container path as the host sees it, through the pyxis mount `SRC:DST` whose DST holds it
+    (the longest such DST); the path itself where no mount holds it."""
+    best: tuple[str, str] | None = None
+    for mount in mounts:
+        parts = mount.split(":")
+        src, dst = (parts[0], parts[1]) if len(parts) > 1 else (parts[0], parts[0])
+        dst = dst.rstrip("/") or "/"
+        if (path == dst or path.startswith(dst.rstrip("/") + "/")) and (best is None or len(dst) > len(best[1])):
+            best = (src.rstrip("/") or "/", dst)
+    if best is None:
+        return path
+    src, dst = best
+    rest = path[len(dst):].lstrip("/") if dst != "/" else path.lstrip("/")
+    return f"{src}/{rest}".replace("//", "/") if rest else src
 
 
 def mount_destinations(mounts: list[str]) -> list[str]:
