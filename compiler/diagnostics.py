@@ -79,6 +79,9 @@ CODES: dict[str, str] = {
     "megatron-lr-warmup": "warmup that is not shorter than the LR decay",
     "platform-section": "the engine's section is missing, or one is given for another engine",
     "slurm-time-limit": "a Slurm time limit sbatch does not read",
+    "slurm-name": "a Slurm partition or account name sbatch does not take (a space, a quote)",
+    "kubernetes-runtime": "kubernetes.runtime is not a torch runtime, which sets the PET_* variables the launch reads",
+    "kubernetes-pull-secret": "the TrainJob names no image pull secret for the private registry",
     # the repository's settings (.megatron-compile/) and `diff`
     "price-table": "a row of .megatron-compile/prices.yaml that is malformed",
     "guardrails-file": "an entry of .megatron-compile/guardrails.yaml that is malformed",

@@ -121,6 +121,7 @@ class Finding(NamedTuple):
     message: str
     key_path: tuple[str | int, ...]
     hint: str
+    severity: str = "error"  # or "warning": the job may still run (a Severity value)
 
 
 class EngineFacts(NamedTuple):

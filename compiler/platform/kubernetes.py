@@ -19,7 +19,9 @@ from .images import ImagePins
 
 TRAINJOB_FILE = "trainjob.yaml"
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
-PATCH_MANAGER = "megatron-compile/kubernetes"  # the Trainer webhook wants a domain-like manager name
+PATCH_MANAGER = "megatron-compile/kubernetes"
+# The torch plugin sets PET_* (torch.go); Kubeflow's torch runtimes are torch-distributed and torchtune-*
+TORCH_RUNTIME_PREFIX = "torch"  # the Trainer webhook wants a domain-like manager name
 # RFC 1123 names as Kubernetes validates them (apimachinery validation.IsDNS1123Label/Subdomain)
 DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -58,6 +60,7 @@ class KubeJob(NamedTuple):
     queue: str | None
     active_deadline_seconds: int | None
     termination_grace_seconds: int | None  # the pod's terminationGracePeriodSeconds: a stop's time to save
+    image_pull_secrets: tuple[str, ...] = ()
 
     def describe(self) -> str:
         """Nodes and GPUs, for plan.md's Steps section."""
@@ -99,6 +102,7 @@ class Kubernetes:
             nodes=request.nodes, gpus_per_node=request.gpus_per_node, image=pins.kubernetes_image,
             claim=k.volume.claim, mount_path=request.mount_path, queue=k.queue,
             active_deadline_seconds=k.active_deadline_seconds, termination_grace_seconds=request.stop_grace_s,
+            image_pull_secrets=tuple(k.image_pull_secrets),
         )
 
     def render(self, job: KubeJob, header: tuple[str, ...], generated_by: dict[str, str],
@@ -118,6 +122,23 @@ class Kubernetes:
             if value is not None and not ok(value):
                 yield Finding("kubernetes-name", f"kubernetes.{field} ({value}) is not {what}",
                               ("kubernetes", field), "lowercase letters, digits and '-', alphanumeric at both ends")
+        if not section.runtime.startswith(TORCH_RUNTIME_PREFIX):
+            yield Finding("kubernetes-runtime", f"kubernetes.runtime ({section.runtime}) is not a torch runtime: launch.sh "
+                          "reads PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR and PET_MASTER_PORT, which only Kubeflow "
+                          "Trainer's torch plugin sets (a ClusterTrainingRuntime with mlPolicy.torch)",
+                          ("kubernetes", "runtime"), "use torch-distributed, or a torch ClusterTrainingRuntime of your "
+                          "own named torch-…")
+        for index, secret in enumerate(section.image_pull_secrets):
+            if not is_subdomain(secret):
+                yield Finding("kubernetes-name", f"kubernetes.image_pull_secrets[{index}] ({secret}) is not an RFC 1123 "
+                              "subdomain, which a Secret's name is", ("kubernetes", "image_pull_secrets", index),
+                              "lowercase letters, digits, '-' and '.'")
+        if not section.image_pull_secrets:
+            yield Finding("kubernetes-pull-secret", "kubernetes.image_pull_secrets is empty: the pods pull the image "
+                          "from the tenant's registry without credentials, which a private registry refuses "
+                          "(ImagePullBackOff)", ("kubernetes",),
+                          "add image_pull_secrets: [NAME], a kubernetes.io/dockerconfigjson Secret in the namespace, "
+                          "unless the nodes pull with credentials of their own", severity="warning")
         if not is_subdomain(section.volume.claim):
             yield Finding("kubernetes-name", f"kubernetes.volume.claim ({section.volume.claim}) is not an RFC 1123 "
                           "subdomain, which a PersistentVolumeClaim's name is", ("kubernetes", "volume", "claim"),
@@ -169,6 +190,8 @@ def trainjob_document(job: KubeJob, header: list[str], launch_text: str) -> tupl
     ]}
     if job.termination_grace_seconds is not None:
         pod["terminationGracePeriodSeconds"] = job.termination_grace_seconds
+    if job.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": name} for name in job.image_pull_secrets]
     spec["runtimePatches"] = [{"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {
         "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": pod}}}}]}}}}]
     comments = header + [

@@ -292,6 +292,9 @@ class Kubernetes(_Section):
     volume: KubernetesVolume
     queue: NonEmptyText | None = None  # Kueue's LocalQueue, as the kueue.x-k8s.io/queue-name label
     active_deadline_seconds: int | None = Field(default=None, ge=1)
+    # Secrets (kubernetes.io/dockerconfigjson, in the namespace) the pods pull the image with: the
+    # image is pushed to the tenant's private registry
+    image_pull_secrets: list[NonEmptyText] = Field(default_factory=list)
 
 
 class SkyPilotStorage(_Section):

@@ -111,6 +111,7 @@ class Kubernetes(Record):
     volume: KubernetesVolume
     queue: str | None
     active_deadline_seconds: int | None
+    image_pull_secrets: list[str]
 
 
 class KubernetesVolume(Record):

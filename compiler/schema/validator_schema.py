@@ -10,7 +10,7 @@ from . import formats, records
 
 PYDANTIC = '2.14.4'
 PYDANTIC_CORE = '2.50.5'
-KEY = '79456720bd70bf448f75069d01d1afb4'
+KEY = '512771774972be7f769664a4e081baa1'
 
 
 def schema() -> dict[str, Any]:
@@ -1238,7 +1238,17 @@ def schema() -> dict[str, Any]:
                                                                                                                                         'schema': {'type': 'nullable',
                                                                                                                                                    'schema': {'type': 'int',
                                                                                                                                                               'ge': 1}},
-                                                                                                                                        'default': None}}},
+                                                                                                                                        'default': None}},
+                                                                                                 'image_pull_secrets': {'type': 'model-field',
+                                                                                                                        'schema': {'type': 'default',
+                                                                                                                                   'schema': {'type': 'list',
+                                                                                                                                              'items_schema': {'type': 'function-after',
+                                                                                                                                                               'function': {'type': 'no-info',
+                                                                                                                                                                            'function': formats.no_control},
+                                                                                                                                                               'schema': {'type': 'str',
+                                                                                                                                                                          'min_length': 1}}},
+                                                                                                                                   'default_factory': list,
+                                                                                                                                   'default_factory_takes_data': False}}},
                                                                                       'model_name': 'Kubernetes',
                                                                                       'computed_fields': []},
                                                                            'custom_init': False,

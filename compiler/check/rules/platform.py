@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ...diagnostics import Diagnostic
+from ...diagnostics import Diagnostic, Severity
 from ...platform.engine import EngineFacts
 from ...platform.engines import engine_sections
 from ..context import RuleContext
@@ -32,4 +32,5 @@ def check_engine(ctx: RuleContext) -> Iterator[Diagnostic]:
     facts = EngineFacts(name=ctx.facts.name, mount_path=ctx.facts.mount_path,
                         worker_flavor=None if res is None else res.worker_flavor, resources_valid=res is not None)
     for finding in engine.check(ctx.sections[engine.section], facts):
-        yield ctx.locate(finding.code, finding.message, finding.key_path, hint=finding.hint)
+        yield ctx.locate(finding.code, finding.message, finding.key_path, hint=finding.hint,
+                         severity=Severity(finding.severity))

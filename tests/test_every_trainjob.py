@@ -1,0 +1,92 @@
+"""Every TrainJob the compiler writes passes Kubeflow Trainer v2.3.0's schema, CEL rules and webhook
+checks (tests/kube_schema.py): each trainjob*.yaml under generated/, and each step's TrainJob of the
+Kubernetes variant of every shipped spec (prepare, download, convert, export and train), not one
+sample. Also the Slurm and Kubernetes settings of issue 29, item 10."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from compiler.stages import compile_spec
+from helpers import REPO, compile_text
+from kube_schema import trainer_schemas
+
+K8S = {"platform": "kubernetes", "kubernetes": {"namespace": "training", "volume": {"claim": "megatron-shared"},
+                                                "image_pull_secrets": ["cr-infini-ai"]}}
+
+
+def _generated() -> list[Path]:
+    return sorted((REPO / "generated").glob("*/trainjob*.yaml"))
+
+
+@pytest.mark.parametrize("path", _generated(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_generated_trainjob_passes_the_trainer_schema(path):
+    problems = trainer_schemas().validate_text(path.read_text())
+    assert problems == [], "\n".join(map(str, problems))
+
+
+def _kubernetes_variants() -> list[str]:
+    """The shipped specs that compile, each as the Kubernetes engine would run it (bases merged)."""
+    names = []
+    for path in sorted((REPO / "specs").glob("*.yaml")):
+        result = compile_spec(str(path), f"specs/{path.name}", render_files=False)
+        if result.ok:
+            names.append(path.name)
+    return names
+
+
+@pytest.mark.parametrize("name", _kubernetes_variants())
+def test_each_step_of_each_spec_on_kubernetes_is_a_valid_trainjob(tmp_path, name):
+    result = compile_spec(str(REPO / "specs" / name), f"specs/{name}", render_files=False)
+    # the spec itself, extended: its own directory, so that init_from's config.json is found
+    overlay = {"extends": name, **K8S, "slurm": None, "skypilot": None}
+    spec_path = REPO / "specs" / f".k8s-variant-{name}"
+    try:
+        spec_path.write_text(yaml.safe_dump(overlay, sort_keys=False))
+        variant = compile_spec(str(spec_path), f"specs/{name}")
+    finally:
+        spec_path.unlink(missing_ok=True)
+    errors = [d for d in variant.diagnostics if d.is_error]
+    assert variant.ok, errors
+    documents = {file: text for file, text in variant.files.items() if file.startswith("trainjob")}
+    assert "trainjob.yaml" in documents
+    for file, text in documents.items():
+        problems = trainer_schemas().validate_text(text)
+        assert problems == [], f"{name} {file}:\n" + "\n".join(map(str, problems))
+        pod = yaml.safe_load(text)["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]
+        pod = pod["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        assert pod["imagePullSecrets"] == [{"name": "cr-infini-ai"}], file
+
+
+def test_a_runtime_without_the_torch_plugin_is_refused(tmp_path):
+    text = (REPO / "tests" / "bad_specs" / "kubernetes-runtime.yaml").read_text()
+    for runtime in ("mlx-distributed", "my-runtime", "deepspeed-distributed"):
+        result = compile_text(text.replace("deepspeed-distributed", runtime), "specs/k.yaml", tmp=tmp_path)
+        assert [d.code for d in result.diagnostics if d.is_error] == ["kubernetes-runtime"], result.diagnostics
+    ok = compile_text(text.replace("deepspeed-distributed", "torchtune-llama3.2-1b"), "specs/k.yaml", tmp=tmp_path)
+    assert not [d for d in ok.diagnostics if d.is_error]
+
+
+@pytest.mark.parametrize(("partition", "ok"), [("gpu a100", False), ("gpu,debug", True), ("gpu'x", False),
+                                               ("h200_long", True), ("", False)])
+def test_slurm_partition_names(tmp_path, partition, ok):
+    text = (REPO / "tests" / "bad_specs" / "slurm-name.yaml").read_text()
+    text = text.replace("  partition: gpu a100", f"  partition: {partition!r}").replace('  account: "team;x"', "  account: null")
+    text = text.replace("    - relative/dir:/opt/data\n", "")
+    result = compile_text(text, "specs/s.yaml", tmp=tmp_path)
+    assert (not [d for d in result.diagnostics if d.is_error]) == ok, result.diagnostics
+
+
+@pytest.mark.parametrize(("mounts", "host_root"), [
+    (["/lustre/megatron:/mnt/megatron"], "/lustre/megatron/runs/x"),
+    (["/lustre/megatron:/mnt/megatron:rw", "/scratch:/mnt/megatron/runs"], "/scratch/x"),
+    (["/mnt/megatron"], "/mnt/megatron/runs/x"),
+    (["/lustre/a/:/mnt/megatron/"], "/lustre/a/runs/x"),
+])
+def test_slurm_host_paths_go_through_the_mount_source(mounts, host_root):
+    from compiler.platform.slurm import host_path
+
+    assert host_path("/mnt/megatron/runs/x", mounts) == host_root
