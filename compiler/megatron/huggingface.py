@@ -381,9 +381,17 @@ def hf_model_fields(a: HFArchitecture) -> dict[str, Any]:
     }
 
 
-# What the image needs for a Bridge release (docs/bridge.md: the versions the H200 run used; the
-# v0.5.1 wheel pins no megatron-core, and transformers 5.17 fails importing Bridge's qwen3_asr).
+# What the image installs for a Bridge release, with pip --no-deps: exactly the wheels the H200 run
+# installed (docs/bridge.md, "Wheels the device lacks"). With dependencies resolved, pip would pull
+# an unpinned megatron-core (0.19, with its dev extras) that was never validated beside the pinned
+# Megatron-LM source; the rest (tensorboard, accelerate, einops, safetensors, …) is the base image's.
 BRIDGE_REQUIREMENTS = {
     "0.5.1": ("megatron-bridge==0.5.1", "transformers==5.8.1", "tokenizers==0.22.2", "nvidia-modelopt==0.44.0",
-              "omegaconf==2.4.0", "datasets==5.2.0"),
+              "PuLP==3.3.2", "pydantic==2.14.4", "pydantic_core==2.50.5", "annotated-types==0.8.0",
+              "typing-inspection==0.4.5", "omegaconf==2.4.0", "datasets==5.2.0", "dill==0.4.1",
+              "multiprocess==0.70.19"),
 }
+# download.sh's `modelscope download`: the command is modelscope-hub's (its console script), also
+# --no-deps; its dependencies (requests, tqdm, filelock, urllib3, cryptography) are the base image's.
+# Not run on the device (it has no network): the pins are the releases of 2026-10.
+MODELSCOPE_REQUIREMENTS = ("modelscope==1.40.2", "modelscope-hub==0.5.1")

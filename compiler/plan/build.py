@@ -114,9 +114,11 @@ def _training_time(*args: Any) -> Any:
 def _bridge_install(spec: JobSpec) -> tuple[str, ...]:
     if spec.init_from is None:
         return ()
-    from ..megatron.huggingface import BRIDGE_REQUIREMENTS  # deferred: init_from specs only
+    from ..megatron.huggingface import BRIDGE_REQUIREMENTS, MODELSCOPE_REQUIREMENTS  # deferred: init_from specs only
 
-    return ("pip", "install", "--no-cache-dir") + BRIDGE_REQUIREMENTS[spec.init_from.bridge]
+    # --no-deps: the validated set, nothing pip would resolve besides (docs/bridge.md)
+    download = MODELSCOPE_REQUIREMENTS if spec.init_from.huggingface.modelscope else ()
+    return ("pip", "install", "--no-cache-dir", "--no-deps") + BRIDGE_REQUIREMENTS[spec.init_from.bridge] + download
 
 
 def pinning(spec: JobSpec, lock: Lock | None, spec_display: str, document: str) -> str:
