@@ -70,6 +70,15 @@ def regenerate_command(path: str, options: Options) -> tuple[str, str]:
     return recorded, " ".join(shlex.quote(w) for w in words)
 
 
+def hint_command(display: str, options: Options) -> str:
+    """The command that rewrites a spec's artifacts, as the user runs it here (the spec as given,
+    -o when it is not the default, every --set): what a --check diagnostic tells them to run."""
+    words = [TOOL, display] + (["-o", options.out_dir] if os.path.normpath(options.out_dir) != "generated" else [])
+    for override in options.overrides:
+        words += ["--set", override.raw]
+    return " ".join(shlex.quote(w) for w in words)
+
+
 def process(path: str, conflict_with: str | None, options: Options) -> Outcome:
     """Compile one spec and act on it; its artifacts are dropped after."""
     display = display_path(path)
@@ -93,7 +102,8 @@ def process(path: str, conflict_with: str | None, options: Options) -> Outcome:
     kept: dict[str, Any] = {"plan": result.plan if options.explain else None, "spec": result.spec if options.print_spec else None}
     if options.check:
         assert result.files is not None
-        checked = check_outputs(Path(directory), result.files, spec_file=display, regenerate=regenerate)
+        checked = check_outputs(Path(directory), result.files, spec_file=display,
+                                regenerate=hint_command(display, options))
         diags = diags + checked.diagnostics
         note = "" if options.quiet or not checked.clean else f"{display}: {directory}/ is up to date\n"
         return Outcome(display, diags, summary_line(diags, display), note,

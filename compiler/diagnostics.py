@@ -105,6 +105,7 @@ CODES: dict[str, str] = {
     "env-empty-credential": "training.env sets a credential variable to an empty value",
     "script-not-in-megatron": "training.script is not a file of Megatron-LM at megatron.commit",
     "args-parallel-mismatch": "a parallel size in training.args differs from parallelism",
+    "path-glob": "a path is a glob pattern where one file is read",
     "credential-in-spec": "a value looks like a credential",
     "reserved-env": "an environment variable the launch command owns",
     "import-marker": "a placeholder `import` wrote for a value it could not know (@unset:X@, @runtime:date@)",

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..diagnostics import Diagnostic, format_github, format_json, format_text, sort_diagnostics, summary_line, to_json_obj
 from ..load.override import Override
@@ -31,6 +32,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     diagnostics, outcomes = run_batch(args.specs, options)
     summaries: list[str] = []
     plans = []
+    printed: list[dict[str, Any]] = []  # --print --format json: one document of every spec
     failed, stale = bool(diagnostics), False
     for outcome in outcomes:
         diagnostics.extend(outcome.diagnostics)
@@ -38,7 +40,11 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             summaries.append(outcome.summary)
         if outcome.diffs and args.format == "text":
             out.write(outcome.diffs)
-        if outcome.spec is not None:
+        if outcome.spec is not None and args.format == "json":
+            from .resolved import resolved_json  # deferred: the spec's printer, only for --print
+
+            printed.append(resolved_json(outcome.spec, outcome.spec_file))
+        elif outcome.spec is not None:
             from .resolved import resolved_yaml  # deferred: YAML's dumper, only for --print
 
             out.write(resolved_yaml(outcome.spec, outcome.spec_file))
@@ -50,7 +56,11 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     diagnostics = sort_diagnostics(diagnostics)
     if args.explain:
         from .explain import explain_json, explain_text  # deferred: the plan's readers, only for --explain
-    if args.explain and args.format == "json":
+    if args.print_spec and args.format == "json" and not args.explain:
+        # one JSON document on stdout, the resolved specs and the diagnostics, as --explain prints
+        out.write(json.dumps({"specs": printed, "diagnostics": [to_json_obj(d) for d in diagnostics]},
+                             indent=2, ensure_ascii=False) + "\n")
+    elif args.explain and args.format == "json":
         # one document on stdout, of one shape, whether or not anything failed
         out.write(explain_json(plans, [to_json_obj(d) for d in diagnostics]))
     else:

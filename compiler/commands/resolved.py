@@ -36,15 +36,29 @@ def applicable_training(training: dict[str, Any]) -> tuple[dict[str, Any], list[
     return kept, [k for k in training if k not in kept]
 
 
-def resolved_yaml(spec: JobSpec, display: str) -> str:
-    """The resolved spec as YAML, in the models' field order, with a header naming its source."""
+def resolved_data(spec: JobSpec) -> tuple[dict[str, Any], list[str]]:
+    """The resolved spec as plain data, in the models' field order; and the training fields left out
+    at their defaults because the script does not read them."""
     data = spec.model_dump(mode="json", by_alias=True)
-    header = f"# {display}, resolved (spec sha256 {spec_digest(spec)[:16]})\n---\n"
-    note = ""
+    left_out: list[str] = []
     if not is_pretrain(spec.training.script):
         data["training"], left_out = applicable_training(data["training"])
-        if left_out:  # at the end, so that line N of a spec stays line N + 2 of its print
-            note = (f"# training: {spec.training.script} does not read the pretrain_gpt.py fields, left out at "
-                    f"their defaults: {', '.join(left_out)}\n")
+    return data, left_out
+
+
+def resolved_json(spec: JobSpec, display: str) -> dict[str, Any]:
+    """One spec of `--print --format json`: its file, digest, resolved data and the fields left out."""
+    data, left_out = resolved_data(spec)
+    return {"spec": display, "sha256": spec_digest(spec), "resolved": data, "left_out": left_out}
+
+
+def resolved_yaml(spec: JobSpec, display: str) -> str:
+    """The resolved spec as YAML, in the models' field order, with a header naming its source."""
+    data, left_out = resolved_data(spec)
+    header = f"# {display}, resolved (spec sha256 {spec_digest(spec)[:16]})\n---\n"
+    note = ""
+    if left_out:  # at the end, so that line N of a spec stays line N + 2 of its print
+        note = (f"# training: {spec.training.script} does not read the pretrain_gpt.py fields, left out at "
+                f"their defaults: {', '.join(left_out)}\n")
     body = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100)
     return header + body + note

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import typing
 from typing import Any, Callable
 
@@ -22,6 +23,7 @@ from .override import Override
 from .source import Location, ScalarSpelling, SourceDoc, load_file
 
 EXTENDS = "extends"
+URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # https://, s3://, git+ssh://: not a path
 MAX_DEPTH = 16
 
 
@@ -130,6 +132,14 @@ def _resolve(path: str, display: str, stack: tuple[str, ...], out: Composed) -> 
     ok = True
     for index, entry in enumerate(entries):
         where = (EXTENDS,) if isinstance(raw, str) else (EXTENDS, index)
+        if URL.match(entry):
+            out.diagnostics.append(_error_at(
+                doc, where, "extends-not-spec", f"extends: {entry} is a URL; a base is a spec file in the "
+                "repository, never fetched", hint="copy the base into the repository and name its path, "
+                "e.g. extends: base.yaml",
+            ))
+            ok = False
+            continue
         base_path = os.path.normpath(os.path.join(os.path.dirname(path), entry))
         base_display = posixpath.normpath(posixpath.join(posixpath.dirname(display), entry))
         real = os.path.realpath(base_path)
@@ -199,6 +209,13 @@ def apply_override(doc: SourceDoc, override: Override,
     if not sep or not parts or not all(parts):
         return None, error(f"--set takes KEY=VALUE with a dotted key, got {override.raw!r}",
                            hint="--set parallelism.tensor=4")
+    current: Any = doc.data
+    for depth, part in enumerate(parts[:-1]):
+        current = current.get(part) if isinstance(current, dict) else None
+        if isinstance(current, list):
+            listed = ".".join(parts[: depth + 1])
+            return None, error(f"--set {key}: {listed} is a list, which --set replaces whole (it has no keys)",
+                               hint=f"--set {listed}='[...]' with every item, e.g. --set training.args='[\"--foo\", \"1\"]'")
     if expects_string(parts):
         value: Any = text
     else:

@@ -254,6 +254,15 @@ def _kind(node: yaml.Node) -> str:
     }.get(tag, "a non-string")
 
 
+def _tab_at(text: str, line0: int, column0: int) -> bool:
+    """Whether a parser error points at (or just after) a tab in the line's indentation or at it."""
+    lines = text.split("\n")
+    if not 0 <= line0 < len(lines):
+        return False
+    row = lines[line0]
+    return "\t" in row[: column0 + 1] and row[: column0 + 1].strip(" \t") == "" or row[column0: column0 + 1] == "\t"
+
+
 def _position_of_offset(text: str, offset: int) -> tuple[int, int]:
     before = text[:offset]
     line0 = before.count("\n")
@@ -292,7 +301,11 @@ def load_text(file: str, text: str) -> tuple[SourceDoc | None, list[Diagnostic]]
         problem = exc.problem or "invalid YAML"
         if exc.context:
             problem = f"{exc.context}: {problem}" if "while" not in exc.context else f"{problem} ({exc.context})"
-        return None, [_file_error(file, "yaml-syntax", problem, line=line, column=col)]
+        hint = None
+        if mark is not None and _tab_at(text, mark.line, mark.column):
+            problem = f"a tab character: YAML does not indent with tabs ({problem})"
+            hint = "indent with spaces"
+        return None, [_file_error(file, "yaml-syntax", problem, line=line, column=col, hint=hint)]
     except yaml.reader.ReaderError as exc:
         line, col = _position_of_offset(text, exc.position)
         return None, [_file_error(

@@ -17,8 +17,13 @@ from pydantic_core import PydanticCustomError
 # line or hide text in a shell script, a Dockerfile or a terminal. Also the invisible format
 # characters that reorder or hide text on screen (Trojan Source, CVE-2021-42574): the bidi
 # embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069), the zero-width characters and
-# marks (U+200B-U+200F), U+2060-U+2064, the Arabic letter mark U+061C and U+FEFF (a BOM inside text).
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+# marks (U+200B-U+200F), U+2060-U+206F, the Arabic letter mark U+061C and U+FEFF (a BOM inside text);
+# and the other default-ignorable code points a terminal does not show: the soft hyphen U+00AD, the
+# combining grapheme joiner, the Hangul fillers, the variation selectors and the tag characters.
+# Any other format character (Unicode category Cf) is refused too (`_invisible`), so a character
+# added to Unicode later is covered by its category, not by this list.
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\xad\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2028\u2029\u061c\u200b-\u200f"
+                     r"\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\uffa0\ufeff\ufff0-\ufff8\U000e0000-\U000e0fff]")
 
 
 def _describe(char: str) -> str:
@@ -28,14 +33,25 @@ def _describe(char: str) -> str:
     return f"{char!r} (U+{ord(char):04X} {unicodedata.name(char, 'FORMAT CHARACTER')})"
 
 
-def no_control(value: str) -> str:
+def _invisible(value: str) -> tuple[int, str] | None:
+    """The first control or format character of a string (the regex, then Unicode category Cf)."""
     match = CONTROL.search(value)
     if match:
+        return match.start(), match.group()
+    if value.isascii():
+        return None
+    found = next(((i, c) for i, c in enumerate(value) if unicodedata.category(c) == "Cf"), None)
+    return found
+
+
+def no_control(value: str) -> str:
+    found = _invisible(value)
+    if found is not None:
         raise PydanticCustomError(
             "unsafe_character",
             "contains the control character {char} at position {pos}; newlines, control characters and "
             "invisible format characters cannot be made safe in a generated script",
-            {"char": _describe(match.group()), "pos": match.start()},
+            {"char": _describe(found[1]), "pos": found[0]},
         )
     return value
 

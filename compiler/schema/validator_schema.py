@@ -10,7 +10,7 @@ from . import formats, records
 
 PYDANTIC = '2.14.4'
 PYDANTIC_CORE = '2.50.5'
-KEY = '512771774972be7f769664a4e081baa1'
+KEY = '38223b8db358f45a1aad7be2ddc9505f'
 
 
 def schema() -> dict[str, Any]:

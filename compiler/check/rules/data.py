@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from typing import Any, Iterator
 
 from ...diagnostics import Diagnostic
@@ -20,6 +22,9 @@ def _prepare(ctx: RuleContext) -> Any:
     return training.data.prepare
 
 
+GLOB = re.compile(r"[*?\[]")  # what a shell or glob() would expand; a spec's path is taken literally
+
+
 def check_prepare_paths(ctx: RuleContext) -> Iterator[Diagnostic]:
     prepare = _prepare(ctx)
     mount = ctx.facts.mount_path
@@ -29,6 +34,17 @@ def check_prepare_paths(ctx: RuleContext) -> Iterator[Diagnostic]:
     for index, item in enumerate(prepare.inputs):
         where: tuple[str | int, ...] = HERE + ("inputs", index, "path")
         path = normalize_path(item.path)
+        if GLOB.search(path):
+            # the path reaches tools/preprocess_data.py quoted, as one file, and each input's prefix is
+            # named at compile time (training reads it): a pattern cannot be either
+            yield ctx.locate(
+                "path-glob", f"training.data.prepare.inputs[{index}].path ({path}) is a pattern: the preparation "
+                "reads one file per input and names its prefix from the file, so the pattern would be taken as a "
+                "file name and fail when the job runs", where,
+                hint="list each file as an input: inputs: [{path: /mnt/…/a.jsonl}, {path: /mnt/…/b.jsonl}] "
+                "(`ls` the directory on the storage to write them)",
+            )
+            continue
         if not (is_within(path, mount) or any(is_within(path, r) for r in ctx.facts.read_only_roots)):
             also = "".join(f" or {r}" for r in ctx.facts.read_only_roots)
             yield ctx.locate(
