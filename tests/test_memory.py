@@ -55,16 +55,32 @@ def test_megatrons_theoretical_figures_equal_its_log(log):
     assert [est.weights_and_optimizer_mb, est.activations_mb, est.megatron_theoretical_total_mb] == printed
 
 
+# fp16 runs: Megatron's printed theoretical figure counts 18 bytes a parameter whatever the precision,
+# the estimator's fp16 total 16 (issue 28: fp16 keeps main_grad in fp16); the table shows both.
+FP16 = {"gpu-nan-fp16"}
+
+
 def test_every_log_is_in_the_table():
-    assert len(ROWS) == 29 and {r.run for r in ROWS} >= {log.parent.name for log in LOGS}
-    assert all(r.logged_theoretical_total_mb in (None, r.theoretical_total_mb) for r in ROWS)
+    assert len(ROWS) == 29 + len(table.failed_runs()) and {r.run for r in ROWS} >= {log.parent.name for log in LOGS}
+    assert {r.run for r in ROWS} >= {name for name, _, _ in table.failed_runs()} and len(table.failed_runs()) >= 5
+    assert all(r.logged_theoretical_total_mb in (None, r.theoretical_total_mb) for r in ROWS if r.run not in FP16)
 
 
 # --- the peak against the measured runs ----------------------------------------------------------
 
-@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.run)
+# Below a gigabyte the unmodelled residual (tens of MB: the CUDA context's own allocations) is a
+# large share of the peak: the doctor corpus's tiny GPU runs are held to it in MB, not in percent.
+SMALL_MB = 1000
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r.measured_max_allocated_mb >= SMALL_MB], ids=lambda r: r.run)
 def test_peak_estimate_within_10_percent_of_the_measured_peak(row):
     assert abs(row.peak_estimate_mb - row.measured_max_allocated_mb) / row.measured_max_allocated_mb < 0.10
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r.measured_max_allocated_mb < SMALL_MB], ids=lambda r: r.run)
+def test_a_small_runs_peak_estimate_is_within_the_residual(row):
+    assert abs(row.peak_estimate_mb - row.measured_max_allocated_mb) < 100
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.run)

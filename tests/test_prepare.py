@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -207,11 +208,25 @@ def test_the_storage_estimate_is_within_10_percent_of_the_h200_run():
 THROUGHPUT = FIXTURES / "prepare-throughput"
 
 
+def test_the_time_model_predicts_each_h200_run_it_was_not_fitted_to():
+    """Out of sample: tools/fit_prepare_time.py fits the model to three of the four runs and predicts
+    the fourth. The three runs of the 52 MB corpus are predicted within 10 %; the 2 MB run, the only
+    one that separates the fixed cost from the tokenizing rate, within 25 % (-21.8 %: without it
+    the fixed cost is not determined). compiler/megatron/data.py states these figures."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    from fit_prepare_time import leave_one_out, runs
+
+    errors = {held.name: error for held, _, error in leave_one_out(runs())}
+    assert all(abs(errors[name]) < 0.10 for name in ("prep-w1", "prep-w4", "prep-w8")), errors
+    assert abs(errors["tiny-w4"]) < 0.25, errors
+
+
 @pytest.mark.parametrize("run", ["prep-w1", "prep-w4", "prep-w8", "tiny-w4"])
-def test_the_time_estimate_is_within_10_percent_of_the_h200_runs(run):
-    """tests/fixtures/prepare-throughput: the generated prepare.sh timed on the H200 host with 1, 4
-    and 8 workers on a 52 MB corpus, and with 4 on the 2 MB one, against the estimate for each run's
-    input, documents and workers (the wall time of prepare.sh: start, tokenizing, read-back)."""
+def test_the_time_estimate_is_within_10_percent_of_the_h200_runs_in_sample(run):
+    """IN SAMPLE: the shipped rates were fitted to these same four runs (the held-out check is the
+    test above). tests/fixtures/prepare-throughput: the generated prepare.sh timed on the H200 host
+    with 1, 4 and 8 workers on a 52 MB corpus, and with 4 on the 2 MB one, against the estimate for
+    each run's input, documents and workers (the wall time of prepare.sh: start, tokenizing, read-back)."""
     from compiler.megatron.data import estimate_prefix
 
     manifest = dict(line.split(": ", 1) for line in (THROUGHPUT / f"{run}.manifest").read_text().splitlines())
