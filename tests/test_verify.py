@@ -371,3 +371,60 @@ def test_skipped_iterations_fail_only_where_no_loss_scaler_explains_them(tmp_pat
     failures = [line for line in proc.stdout.splitlines() if line.startswith("FAIL")]
     assert failures == ([] if failure is None else [failure]), proc.stdout
     assert proc.returncode == (0 if failure is None else 1)
+
+
+# -- a large job (issue 29, item 12): the same checks, looped at run time, in a small file ---------
+
+
+def _large(tmp_path, workers=1024, gpus=16):
+    """specs/pretrain-mock.yaml (a small GPT, pretrain_gpt.py) on `workers` x `gpus` GPUs."""
+    from compiler.load.override import Override
+    from compiler.stages import compile_spec
+
+    sets = (f"resources.workers={workers}", f"resources.gpus_per_worker={gpus}",
+            f"training.batch.global={4 * workers * gpus}")
+    result = compile_spec(str(REPO / "specs" / "pretrain-mock.yaml"), "specs/pretrain-mock.yaml",
+                          overrides=tuple(Override(s) for s in sets))
+    assert result.ok, result.diagnostics
+    return result
+
+
+def test_a_1024_by_16_job_has_a_small_verify_sh_and_plan_md(tmp_path):
+    result = _large(tmp_path)
+    assert len(result.files["verify.sh"]) < 30_000 and len(result.files["plan.md"]) < 30_000
+    assert "check_workers workers 0 1023" in result.files["verify.sh"]
+
+
+def test_the_looped_worker_checks_report_each_worker(tmp_path):
+    result = _large(tmp_path, workers=12, gpus=1)
+    script = tmp_path / "verify.sh"
+    script.write_text(result.files["verify.sh"])
+    root = tmp_path / "run"
+    commit = "571370c829ca768fe37244f4e2e7f28d8accc4ab"
+    for w in range(12):
+        node = root / "nodes" / f"node-{w}"
+        node.mkdir(parents=True)
+        (node / "exit_status").write_text("0\n" if w != 7 else "1\n")
+        rank = w if w != 3 else 4
+        (node / "runtime.txt").write_text(f"gpu_count: 1\nmegatron_commit: {commit}\nnode_rank: {rank}\nnnodes: 12\n")
+    proc = subprocess.run(["bash", str(script), str(root)], capture_output=True, text=True, timeout=120)
+    assert "FAIL  torchrun exit status (worker 7): expected 0, found 1" in proc.stdout
+    assert "FAIL  runtime node_rank (worker 3): expected 3, found 4" in proc.stdout
+    assert "ok    runtime nnodes (worker 11): expected 12, found 12" in proc.stdout
+    assert proc.returncode != 0
+
+
+def test_the_looped_shard_check_counts_the_missing(tmp_path):
+    result = _large(tmp_path, workers=16, gpus=8)
+    line = next(l for l in result.files["verify.sh"].splitlines() if l.startswith("check_shards '"))
+    script = tmp_path / "shards.sh"
+    functions = result.files["verify.sh"][: result.files["verify.sh"].index("\ncheck_workers workers")]
+    directory = line.split('"$RUN_ROOT/', 1)[1].split('/__"', 1)[0]  # ckpt/iter_N
+    ckpt = tmp_path / "run" / directory
+    ckpt.mkdir(parents=True)
+    for rank in range(128):
+        if rank not in (5, 77):
+            (ckpt / f"__{rank}_0.distcp").write_text("x")
+    script.write_text(functions + "\n" + line + "\n")
+    proc = subprocess.run(["bash", str(script), str(tmp_path / "run")], capture_output=True, text=True, timeout=60)
+    assert "2 missing, e.g." in proc.stdout and "__5_0.distcp" in proc.stdout, proc.stdout + proc.stderr

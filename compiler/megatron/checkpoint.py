@@ -10,9 +10,12 @@ TORCH_DIST_FILES = (".metadata", "metadata.json", "common.pt")
 LEGACY_FILE = "model_optim_rng.pt"
 
 
+SHARD_PREFIX, SHARD_SUFFIX = "__", "_0.distcp"  # the torch_dist shard of rank R: __R_0.distcp
+
+
 def shard_file(rank: int) -> str:
     """The torch_dist shard a rank writes: __<rank>_0.distcp."""
-    return f"__{rank}_0.distcp"
+    return f"{SHARD_PREFIX}{rank}{SHARD_SUFFIX}"
 
 
 def shard_ranks(groups: RankLayout, fully_parallel_save: bool = False) -> tuple[int, ...]:

@@ -18,8 +18,34 @@ from ..schema.records import JobSpec
 from .types import LaunchPlan, PretrainPlan, ReportSection
 
 
+# A large job's report stays readable and small (1024 workers x 16 GPUs listed every rank: 0.5 MB):
+# the first and last groups and workers are written out, the rest counted; --explain --format json
+# has every group.
+SHOWN_GROUPS = 6
+SHOWN_RANKS = 16
+SHOWN_WORKERS = 8
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    if len(ranks) <= SHOWN_RANKS:
+        return ",".join(str(r) for r in ranks)
+    return ",".join(str(r) for r in ranks[:4]) + ",…," + ",".join(str(r) for r in ranks[-2:]) + f" ({len(ranks)} ranks)"
+
+
 def _groups_text(groups: list[list[int]]) -> str:
-    return " ".join("[" + ",".join(str(r) for r in g) + "]" for g in groups)
+    shown = ["[" + _ranks_text(list(g)) + "]" for g in groups]
+    if len(shown) <= SHOWN_GROUPS:
+        return " ".join(shown)
+    return " ".join(shown[:4]) + " … " + " ".join(shown[-2:]) + f" ({len(shown)} groups)"
+
+
+def _worker_rows(per_worker: list[list[int]]) -> tuple[tuple[str, str], ...]:
+    rows = [(f"worker {w} ranks", _ranks_text(list(ranks))) for w, ranks in enumerate(per_worker)]
+    if len(rows) <= SHOWN_WORKERS:
+        return tuple(rows)
+    hidden = len(rows) - 6
+    middle = (f"workers 4-{len(rows) - 3} ranks", f"… ({hidden} workers, {len(per_worker[0])} consecutive ranks each)")
+    return tuple(rows[:4]) + (middle,) + tuple(rows[-2:])
 
 
 def _mb(value: float) -> str:
@@ -61,8 +87,7 @@ def report(spec: JobSpec, facts: Facts, groups: RankLayout, launch: LaunchPlan, 
             ("context groups", _groups_text(groups.context)),
             ("data groups", _groups_text(groups.data)),
             ("pipeline groups", _groups_text(groups.pipeline)),
-        ) + tuple((f"worker {w} ranks", ",".join(str(r) for r in ranks))
-                  for w, ranks in enumerate(parallel.ranks_per_worker()))),
+        ) + _worker_rows([list(r) for r in parallel.ranks_per_worker()])),
         ReportSection("Paths", (
             ("run root", run_root),
             ("train log", f"{log_dir}/{TRAIN_LOG}"),

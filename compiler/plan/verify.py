@@ -6,19 +6,23 @@ import math
 from typing import Any
 
 from ..megatron.checkpoint import (
-    LEGACY_FILE, NO_FULLY_PARALLEL_SAVE, TORCH_DIST_FILES, legacy_checkpoint_dirs, shard_file, shard_ranks,
+    LEGACY_FILE, NO_FULLY_PARALLEL_SAVE, SHARD_PREFIX, SHARD_SUFFIX, TORCH_DIST_FILES, legacy_checkpoint_dirs,
+    shard_file, shard_ranks,
 )
 from ..megatron.flags import arg_flag_name
 from ..megatron.parallel import ParallelLayout, RankLayout
 from ..megatron.pretrain import BOUNDED_EXAMPLE_ITERATIONS
 from ..megatron.runfiles import (
-    RUN_CHECKPOINT_DIR, EXIT_RECORD, LATEST_CHECKPOINT, RUNTIME_RECORD, TRAIN_LOG, checkpoint_iteration_dir,
+    RUN_CHECKPOINT_DIR, EXIT_RECORD, LATEST_CHECKPOINT, NODES_DIR, RUNTIME_RECORD, TRAIN_LOG, checkpoint_iteration_dir,
     worker_log_dir,
 )
 from ..megatron.data import MANIFEST_SUFFIX, Prefix, tokenizer_record
 from ..schema.records import JobSpec
 from .shell import Word, under
 
+# Up to these, verify.sh lists a check per worker and per shard; above, one line loops at run time.
+LISTED_WORKERS = 8
+LISTED_SHARDS = 64
 # A random start's first loss is about ln(vocab); trained weights are far below it.
 RANDOM_START_FRACTION = 0.8
 # A batch-size ramp-up changes the samples per step (arguments.py --rampup-batch-size).
@@ -43,7 +47,15 @@ def verify_plan(spec: JobSpec, layout: ParallelLayout, groups: RankLayout, pretr
     workers, gpus = layout.workers, layout.gpus_per_worker
     log_dirs = [worker_log_dir(w, workers) for w in range(workers)]
     checks: list[Check] = []
-    for w, d in enumerate(log_dirs):
+    if workers > LISTED_WORKERS and not bounded:
+        # one line that loops over the workers at run time (each still reported): a 1024-worker job
+        # would otherwise list 5120 checks in verify.sh
+        checks.append(_check("check_workers", "workers", 0, workers - 1, _in_run_root(f"{NODES_DIR}/node-"),
+                             EXIT_RECORD, RUNTIME_RECORD, gpus, spec.megatron.commit, workers))
+        log_dirs_checked: list[str] = []
+    else:
+        log_dirs_checked = log_dirs
+    for w, d in enumerate(log_dirs_checked):
         who = "" if workers == 1 else f" (worker {w})"
         runtime = _in_run_root(d + RUNTIME_RECORD)
         checks.append(_check("check_exit", f"torchrun exit status{who}", _in_run_root(d + EXIT_RECORD)))
@@ -124,9 +136,25 @@ def verify_plan(spec: JobSpec, layout: ParallelLayout, groups: RankLayout, pretr
         return VerifyPlan(checks=tuple(checks), root=run_root)
     for name in TORCH_DIST_FILES:
         checks.append(_check("check_file", f"checkpoint {ckpt}{name}", _in_run_root(ckpt + name)))
-    for rank in ranks:
-        checks.append(_check("check_file", f"checkpoint shard of rank {rank}", _in_run_root(ckpt + shard_file(rank))))
+    if len(ranks) <= LISTED_SHARDS:
+        for rank in ranks:
+            checks.append(_check("check_file", f"checkpoint shard of rank {rank}", _in_run_root(ckpt + shard_file(rank))))
+    else:
+        for low, high in _runs(ranks):  # one check a run of consecutive ranks, looped at run time
+            checks.append(_check("check_shards", f"checkpoint shards of ranks {low}-{high}",
+                                 _in_run_root(ckpt + SHARD_PREFIX), SHARD_SUFFIX, low, high))
     return VerifyPlan(checks=tuple(checks), root=run_root)
+
+
+def _runs(ranks: tuple[int, ...]) -> list[tuple[int, int]]:
+    """Sorted ranks as (first, last) runs of consecutive ones."""
+    out: list[tuple[int, int]] = []
+    for rank in sorted(ranks):
+        if out and rank == out[-1][1] + 1:
+            out[-1] = (out[-1][0], rank)
+        else:
+            out.append((rank, rank))
+    return out
 
 
 def prepare_verify_plan(prefixes: tuple[Prefix, ...], tokenizer: Any, output_dir: str) -> VerifyPlan:

@@ -213,6 +213,36 @@ check_file() {
   fi
 }
 
+# check_shards LABEL PREFIX SUFFIX FIRST LAST: PREFIX<rank>SUFFIX exists and is not empty for every
+# rank FIRST..LAST (a large job's checkpoint shards, one check for the range)
+check_shards() {
+  local label=$1 prefix=$2 suffix=$3 first=$4 last=$5 rank missing=0 example=""
+  for ((rank = first; rank <= last; rank++)); do
+    if [ ! -s "$prefix$rank$suffix" ]; then
+      missing=$((missing + 1))
+      example=${example:-$prefix$rank$suffix}
+    fi
+  done
+  if [ "$missing" -eq 0 ]; then
+    report pass "$label" "$((last - first + 1)) files" "all of them"
+  else
+    report fail "$label" "$((last - first + 1)) files" "$missing missing, e.g. $example"
+  fi
+}
+
+# check_workers LABEL FIRST LAST DIR EXIT RUNTIME GPUS COMMIT NNODES: for each worker W, its torchrun
+# exit status (DIR<W>/EXIT) and its runtime record (DIR<W>/RUNTIME): GPUs, commit, node rank, nodes
+check_workers() {
+  local first=$2 last=$3 dir=$4 exit_record=$5 runtime=$6 gpus=$7 commit=$8 nnodes=$9 w
+  for ((w = first; w <= last; w++)); do
+    check_exit "torchrun exit status (worker $w)" "$dir$w/$exit_record"
+    check_value "runtime gpu_count (worker $w)" "$dir$w/$runtime" gpu_count "$gpus"
+    check_value "runtime megatron_commit (worker $w)" "$dir$w/$runtime" megatron_commit "$commit"
+    check_value "runtime node_rank (worker $w)" "$dir$w/$runtime" node_rank "$w"
+    check_value "runtime nnodes (worker $w)" "$dir$w/$runtime" nnodes "$nnodes"
+  done
+}
+
 # check_content LABEL FILE EXPECTED: the first line of FILE
 check_content() {
   local found="no file $2"
@@ -333,166 +363,7 @@ check_first_loss_below() {
   fi
 }
 
-check_exit 'torchrun exit status (worker 0)' "$RUN_ROOT/nodes/node-0/exit_status"
-check_value 'runtime gpu_count (worker 0)' "$RUN_ROOT/nodes/node-0/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 0)' "$RUN_ROOT/nodes/node-0/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 0)' "$RUN_ROOT/nodes/node-0/runtime.txt" node_rank 0
-check_value 'runtime nnodes (worker 0)' "$RUN_ROOT/nodes/node-0/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 1)' "$RUN_ROOT/nodes/node-1/exit_status"
-check_value 'runtime gpu_count (worker 1)' "$RUN_ROOT/nodes/node-1/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 1)' "$RUN_ROOT/nodes/node-1/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 1)' "$RUN_ROOT/nodes/node-1/runtime.txt" node_rank 1
-check_value 'runtime nnodes (worker 1)' "$RUN_ROOT/nodes/node-1/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 2)' "$RUN_ROOT/nodes/node-2/exit_status"
-check_value 'runtime gpu_count (worker 2)' "$RUN_ROOT/nodes/node-2/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 2)' "$RUN_ROOT/nodes/node-2/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 2)' "$RUN_ROOT/nodes/node-2/runtime.txt" node_rank 2
-check_value 'runtime nnodes (worker 2)' "$RUN_ROOT/nodes/node-2/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 3)' "$RUN_ROOT/nodes/node-3/exit_status"
-check_value 'runtime gpu_count (worker 3)' "$RUN_ROOT/nodes/node-3/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 3)' "$RUN_ROOT/nodes/node-3/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 3)' "$RUN_ROOT/nodes/node-3/runtime.txt" node_rank 3
-check_value 'runtime nnodes (worker 3)' "$RUN_ROOT/nodes/node-3/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 4)' "$RUN_ROOT/nodes/node-4/exit_status"
-check_value 'runtime gpu_count (worker 4)' "$RUN_ROOT/nodes/node-4/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 4)' "$RUN_ROOT/nodes/node-4/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 4)' "$RUN_ROOT/nodes/node-4/runtime.txt" node_rank 4
-check_value 'runtime nnodes (worker 4)' "$RUN_ROOT/nodes/node-4/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 5)' "$RUN_ROOT/nodes/node-5/exit_status"
-check_value 'runtime gpu_count (worker 5)' "$RUN_ROOT/nodes/node-5/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 5)' "$RUN_ROOT/nodes/node-5/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 5)' "$RUN_ROOT/nodes/node-5/runtime.txt" node_rank 5
-check_value 'runtime nnodes (worker 5)' "$RUN_ROOT/nodes/node-5/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 6)' "$RUN_ROOT/nodes/node-6/exit_status"
-check_value 'runtime gpu_count (worker 6)' "$RUN_ROOT/nodes/node-6/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 6)' "$RUN_ROOT/nodes/node-6/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 6)' "$RUN_ROOT/nodes/node-6/runtime.txt" node_rank 6
-check_value 'runtime nnodes (worker 6)' "$RUN_ROOT/nodes/node-6/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 7)' "$RUN_ROOT/nodes/node-7/exit_status"
-check_value 'runtime gpu_count (worker 7)' "$RUN_ROOT/nodes/node-7/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 7)' "$RUN_ROOT/nodes/node-7/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 7)' "$RUN_ROOT/nodes/node-7/runtime.txt" node_rank 7
-check_value 'runtime nnodes (worker 7)' "$RUN_ROOT/nodes/node-7/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 8)' "$RUN_ROOT/nodes/node-8/exit_status"
-check_value 'runtime gpu_count (worker 8)' "$RUN_ROOT/nodes/node-8/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 8)' "$RUN_ROOT/nodes/node-8/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 8)' "$RUN_ROOT/nodes/node-8/runtime.txt" node_rank 8
-check_value 'runtime nnodes (worker 8)' "$RUN_ROOT/nodes/node-8/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 9)' "$RUN_ROOT/nodes/node-9/exit_status"
-check_value 'runtime gpu_count (worker 9)' "$RUN_ROOT/nodes/node-9/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 9)' "$RUN_ROOT/nodes/node-9/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 9)' "$RUN_ROOT/nodes/node-9/runtime.txt" node_rank 9
-check_value 'runtime nnodes (worker 9)' "$RUN_ROOT/nodes/node-9/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 10)' "$RUN_ROOT/nodes/node-10/exit_status"
-check_value 'runtime gpu_count (worker 10)' "$RUN_ROOT/nodes/node-10/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 10)' "$RUN_ROOT/nodes/node-10/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 10)' "$RUN_ROOT/nodes/node-10/runtime.txt" node_rank 10
-check_value 'runtime nnodes (worker 10)' "$RUN_ROOT/nodes/node-10/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 11)' "$RUN_ROOT/nodes/node-11/exit_status"
-check_value 'runtime gpu_count (worker 11)' "$RUN_ROOT/nodes/node-11/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 11)' "$RUN_ROOT/nodes/node-11/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 11)' "$RUN_ROOT/nodes/node-11/runtime.txt" node_rank 11
-check_value 'runtime nnodes (worker 11)' "$RUN_ROOT/nodes/node-11/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 12)' "$RUN_ROOT/nodes/node-12/exit_status"
-check_value 'runtime gpu_count (worker 12)' "$RUN_ROOT/nodes/node-12/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 12)' "$RUN_ROOT/nodes/node-12/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 12)' "$RUN_ROOT/nodes/node-12/runtime.txt" node_rank 12
-check_value 'runtime nnodes (worker 12)' "$RUN_ROOT/nodes/node-12/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 13)' "$RUN_ROOT/nodes/node-13/exit_status"
-check_value 'runtime gpu_count (worker 13)' "$RUN_ROOT/nodes/node-13/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 13)' "$RUN_ROOT/nodes/node-13/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 13)' "$RUN_ROOT/nodes/node-13/runtime.txt" node_rank 13
-check_value 'runtime nnodes (worker 13)' "$RUN_ROOT/nodes/node-13/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 14)' "$RUN_ROOT/nodes/node-14/exit_status"
-check_value 'runtime gpu_count (worker 14)' "$RUN_ROOT/nodes/node-14/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 14)' "$RUN_ROOT/nodes/node-14/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 14)' "$RUN_ROOT/nodes/node-14/runtime.txt" node_rank 14
-check_value 'runtime nnodes (worker 14)' "$RUN_ROOT/nodes/node-14/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 15)' "$RUN_ROOT/nodes/node-15/exit_status"
-check_value 'runtime gpu_count (worker 15)' "$RUN_ROOT/nodes/node-15/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 15)' "$RUN_ROOT/nodes/node-15/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 15)' "$RUN_ROOT/nodes/node-15/runtime.txt" node_rank 15
-check_value 'runtime nnodes (worker 15)' "$RUN_ROOT/nodes/node-15/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 16)' "$RUN_ROOT/nodes/node-16/exit_status"
-check_value 'runtime gpu_count (worker 16)' "$RUN_ROOT/nodes/node-16/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 16)' "$RUN_ROOT/nodes/node-16/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 16)' "$RUN_ROOT/nodes/node-16/runtime.txt" node_rank 16
-check_value 'runtime nnodes (worker 16)' "$RUN_ROOT/nodes/node-16/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 17)' "$RUN_ROOT/nodes/node-17/exit_status"
-check_value 'runtime gpu_count (worker 17)' "$RUN_ROOT/nodes/node-17/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 17)' "$RUN_ROOT/nodes/node-17/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 17)' "$RUN_ROOT/nodes/node-17/runtime.txt" node_rank 17
-check_value 'runtime nnodes (worker 17)' "$RUN_ROOT/nodes/node-17/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 18)' "$RUN_ROOT/nodes/node-18/exit_status"
-check_value 'runtime gpu_count (worker 18)' "$RUN_ROOT/nodes/node-18/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 18)' "$RUN_ROOT/nodes/node-18/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 18)' "$RUN_ROOT/nodes/node-18/runtime.txt" node_rank 18
-check_value 'runtime nnodes (worker 18)' "$RUN_ROOT/nodes/node-18/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 19)' "$RUN_ROOT/nodes/node-19/exit_status"
-check_value 'runtime gpu_count (worker 19)' "$RUN_ROOT/nodes/node-19/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 19)' "$RUN_ROOT/nodes/node-19/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 19)' "$RUN_ROOT/nodes/node-19/runtime.txt" node_rank 19
-check_value 'runtime nnodes (worker 19)' "$RUN_ROOT/nodes/node-19/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 20)' "$RUN_ROOT/nodes/node-20/exit_status"
-check_value 'runtime gpu_count (worker 20)' "$RUN_ROOT/nodes/node-20/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 20)' "$RUN_ROOT/nodes/node-20/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 20)' "$RUN_ROOT/nodes/node-20/runtime.txt" node_rank 20
-check_value 'runtime nnodes (worker 20)' "$RUN_ROOT/nodes/node-20/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 21)' "$RUN_ROOT/nodes/node-21/exit_status"
-check_value 'runtime gpu_count (worker 21)' "$RUN_ROOT/nodes/node-21/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 21)' "$RUN_ROOT/nodes/node-21/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 21)' "$RUN_ROOT/nodes/node-21/runtime.txt" node_rank 21
-check_value 'runtime nnodes (worker 21)' "$RUN_ROOT/nodes/node-21/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 22)' "$RUN_ROOT/nodes/node-22/exit_status"
-check_value 'runtime gpu_count (worker 22)' "$RUN_ROOT/nodes/node-22/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 22)' "$RUN_ROOT/nodes/node-22/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 22)' "$RUN_ROOT/nodes/node-22/runtime.txt" node_rank 22
-check_value 'runtime nnodes (worker 22)' "$RUN_ROOT/nodes/node-22/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 23)' "$RUN_ROOT/nodes/node-23/exit_status"
-check_value 'runtime gpu_count (worker 23)' "$RUN_ROOT/nodes/node-23/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 23)' "$RUN_ROOT/nodes/node-23/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 23)' "$RUN_ROOT/nodes/node-23/runtime.txt" node_rank 23
-check_value 'runtime nnodes (worker 23)' "$RUN_ROOT/nodes/node-23/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 24)' "$RUN_ROOT/nodes/node-24/exit_status"
-check_value 'runtime gpu_count (worker 24)' "$RUN_ROOT/nodes/node-24/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 24)' "$RUN_ROOT/nodes/node-24/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 24)' "$RUN_ROOT/nodes/node-24/runtime.txt" node_rank 24
-check_value 'runtime nnodes (worker 24)' "$RUN_ROOT/nodes/node-24/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 25)' "$RUN_ROOT/nodes/node-25/exit_status"
-check_value 'runtime gpu_count (worker 25)' "$RUN_ROOT/nodes/node-25/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 25)' "$RUN_ROOT/nodes/node-25/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 25)' "$RUN_ROOT/nodes/node-25/runtime.txt" node_rank 25
-check_value 'runtime nnodes (worker 25)' "$RUN_ROOT/nodes/node-25/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 26)' "$RUN_ROOT/nodes/node-26/exit_status"
-check_value 'runtime gpu_count (worker 26)' "$RUN_ROOT/nodes/node-26/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 26)' "$RUN_ROOT/nodes/node-26/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 26)' "$RUN_ROOT/nodes/node-26/runtime.txt" node_rank 26
-check_value 'runtime nnodes (worker 26)' "$RUN_ROOT/nodes/node-26/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 27)' "$RUN_ROOT/nodes/node-27/exit_status"
-check_value 'runtime gpu_count (worker 27)' "$RUN_ROOT/nodes/node-27/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 27)' "$RUN_ROOT/nodes/node-27/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 27)' "$RUN_ROOT/nodes/node-27/runtime.txt" node_rank 27
-check_value 'runtime nnodes (worker 27)' "$RUN_ROOT/nodes/node-27/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 28)' "$RUN_ROOT/nodes/node-28/exit_status"
-check_value 'runtime gpu_count (worker 28)' "$RUN_ROOT/nodes/node-28/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 28)' "$RUN_ROOT/nodes/node-28/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 28)' "$RUN_ROOT/nodes/node-28/runtime.txt" node_rank 28
-check_value 'runtime nnodes (worker 28)' "$RUN_ROOT/nodes/node-28/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 29)' "$RUN_ROOT/nodes/node-29/exit_status"
-check_value 'runtime gpu_count (worker 29)' "$RUN_ROOT/nodes/node-29/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 29)' "$RUN_ROOT/nodes/node-29/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 29)' "$RUN_ROOT/nodes/node-29/runtime.txt" node_rank 29
-check_value 'runtime nnodes (worker 29)' "$RUN_ROOT/nodes/node-29/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 30)' "$RUN_ROOT/nodes/node-30/exit_status"
-check_value 'runtime gpu_count (worker 30)' "$RUN_ROOT/nodes/node-30/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 30)' "$RUN_ROOT/nodes/node-30/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 30)' "$RUN_ROOT/nodes/node-30/runtime.txt" node_rank 30
-check_value 'runtime nnodes (worker 30)' "$RUN_ROOT/nodes/node-30/runtime.txt" nnodes 32
-check_exit 'torchrun exit status (worker 31)' "$RUN_ROOT/nodes/node-31/exit_status"
-check_value 'runtime gpu_count (worker 31)' "$RUN_ROOT/nodes/node-31/runtime.txt" gpu_count 8
-check_value 'runtime megatron_commit (worker 31)' "$RUN_ROOT/nodes/node-31/runtime.txt" megatron_commit 571370c829ca768fe37244f4e2e7f28d8accc4ab
-check_value 'runtime node_rank (worker 31)' "$RUN_ROOT/nodes/node-31/runtime.txt" node_rank 31
-check_value 'runtime nnodes (worker 31)' "$RUN_ROOT/nodes/node-31/runtime.txt" nnodes 32
+check_workers workers 0 31 "$RUN_ROOT/nodes/node-" exit_status runtime.txt 8 571370c829ca768fe37244f4e2e7f28d8accc4ab 32
 check_argument 'Megatron argument world_size' "$RUN_ROOT/nodes/node-0/train.log" world_size 256
 check_argument 'Megatron argument tensor_model_parallel_size' "$RUN_ROOT/nodes/node-0/train.log" tensor_model_parallel_size 8
 check_argument 'Megatron argument pipeline_model_parallel_size' "$RUN_ROOT/nodes/node-0/train.log" pipeline_model_parallel_size 1
@@ -509,262 +380,7 @@ check_content 'latest checkpointed iteration' "$RUN_ROOT/ckpt/latest_checkpointe
 check_file 'checkpoint ckpt/iter_0001000/.metadata' "$RUN_ROOT/ckpt/iter_0001000/.metadata"
 check_file 'checkpoint ckpt/iter_0001000/metadata.json' "$RUN_ROOT/ckpt/iter_0001000/metadata.json"
 check_file 'checkpoint ckpt/iter_0001000/common.pt' "$RUN_ROOT/ckpt/iter_0001000/common.pt"
-check_file 'checkpoint shard of rank 0' "$RUN_ROOT/ckpt/iter_0001000/__0_0.distcp"
-check_file 'checkpoint shard of rank 1' "$RUN_ROOT/ckpt/iter_0001000/__1_0.distcp"
-check_file 'checkpoint shard of rank 2' "$RUN_ROOT/ckpt/iter_0001000/__2_0.distcp"
-check_file 'checkpoint shard of rank 3' "$RUN_ROOT/ckpt/iter_0001000/__3_0.distcp"
-check_file 'checkpoint shard of rank 4' "$RUN_ROOT/ckpt/iter_0001000/__4_0.distcp"
-check_file 'checkpoint shard of rank 5' "$RUN_ROOT/ckpt/iter_0001000/__5_0.distcp"
-check_file 'checkpoint shard of rank 6' "$RUN_ROOT/ckpt/iter_0001000/__6_0.distcp"
-check_file 'checkpoint shard of rank 7' "$RUN_ROOT/ckpt/iter_0001000/__7_0.distcp"
-check_file 'checkpoint shard of rank 8' "$RUN_ROOT/ckpt/iter_0001000/__8_0.distcp"
-check_file 'checkpoint shard of rank 9' "$RUN_ROOT/ckpt/iter_0001000/__9_0.distcp"
-check_file 'checkpoint shard of rank 10' "$RUN_ROOT/ckpt/iter_0001000/__10_0.distcp"
-check_file 'checkpoint shard of rank 11' "$RUN_ROOT/ckpt/iter_0001000/__11_0.distcp"
-check_file 'checkpoint shard of rank 12' "$RUN_ROOT/ckpt/iter_0001000/__12_0.distcp"
-check_file 'checkpoint shard of rank 13' "$RUN_ROOT/ckpt/iter_0001000/__13_0.distcp"
-check_file 'checkpoint shard of rank 14' "$RUN_ROOT/ckpt/iter_0001000/__14_0.distcp"
-check_file 'checkpoint shard of rank 15' "$RUN_ROOT/ckpt/iter_0001000/__15_0.distcp"
-check_file 'checkpoint shard of rank 16' "$RUN_ROOT/ckpt/iter_0001000/__16_0.distcp"
-check_file 'checkpoint shard of rank 17' "$RUN_ROOT/ckpt/iter_0001000/__17_0.distcp"
-check_file 'checkpoint shard of rank 18' "$RUN_ROOT/ckpt/iter_0001000/__18_0.distcp"
-check_file 'checkpoint shard of rank 19' "$RUN_ROOT/ckpt/iter_0001000/__19_0.distcp"
-check_file 'checkpoint shard of rank 20' "$RUN_ROOT/ckpt/iter_0001000/__20_0.distcp"
-check_file 'checkpoint shard of rank 21' "$RUN_ROOT/ckpt/iter_0001000/__21_0.distcp"
-check_file 'checkpoint shard of rank 22' "$RUN_ROOT/ckpt/iter_0001000/__22_0.distcp"
-check_file 'checkpoint shard of rank 23' "$RUN_ROOT/ckpt/iter_0001000/__23_0.distcp"
-check_file 'checkpoint shard of rank 24' "$RUN_ROOT/ckpt/iter_0001000/__24_0.distcp"
-check_file 'checkpoint shard of rank 25' "$RUN_ROOT/ckpt/iter_0001000/__25_0.distcp"
-check_file 'checkpoint shard of rank 26' "$RUN_ROOT/ckpt/iter_0001000/__26_0.distcp"
-check_file 'checkpoint shard of rank 27' "$RUN_ROOT/ckpt/iter_0001000/__27_0.distcp"
-check_file 'checkpoint shard of rank 28' "$RUN_ROOT/ckpt/iter_0001000/__28_0.distcp"
-check_file 'checkpoint shard of rank 29' "$RUN_ROOT/ckpt/iter_0001000/__29_0.distcp"
-check_file 'checkpoint shard of rank 30' "$RUN_ROOT/ckpt/iter_0001000/__30_0.distcp"
-check_file 'checkpoint shard of rank 31' "$RUN_ROOT/ckpt/iter_0001000/__31_0.distcp"
-check_file 'checkpoint shard of rank 32' "$RUN_ROOT/ckpt/iter_0001000/__32_0.distcp"
-check_file 'checkpoint shard of rank 33' "$RUN_ROOT/ckpt/iter_0001000/__33_0.distcp"
-check_file 'checkpoint shard of rank 34' "$RUN_ROOT/ckpt/iter_0001000/__34_0.distcp"
-check_file 'checkpoint shard of rank 35' "$RUN_ROOT/ckpt/iter_0001000/__35_0.distcp"
-check_file 'checkpoint shard of rank 36' "$RUN_ROOT/ckpt/iter_0001000/__36_0.distcp"
-check_file 'checkpoint shard of rank 37' "$RUN_ROOT/ckpt/iter_0001000/__37_0.distcp"
-check_file 'checkpoint shard of rank 38' "$RUN_ROOT/ckpt/iter_0001000/__38_0.distcp"
-check_file 'checkpoint shard of rank 39' "$RUN_ROOT/ckpt/iter_0001000/__39_0.distcp"
-check_file 'checkpoint shard of rank 40' "$RUN_ROOT/ckpt/iter_0001000/__40_0.distcp"
-check_file 'checkpoint shard of rank 41' "$RUN_ROOT/ckpt/iter_0001000/__41_0.distcp"
-check_file 'checkpoint shard of rank 42' "$RUN_ROOT/ckpt/iter_0001000/__42_0.distcp"
-check_file 'checkpoint shard of rank 43' "$RUN_ROOT/ckpt/iter_0001000/__43_0.distcp"
-check_file 'checkpoint shard of rank 44' "$RUN_ROOT/ckpt/iter_0001000/__44_0.distcp"
-check_file 'checkpoint shard of rank 45' "$RUN_ROOT/ckpt/iter_0001000/__45_0.distcp"
-check_file 'checkpoint shard of rank 46' "$RUN_ROOT/ckpt/iter_0001000/__46_0.distcp"
-check_file 'checkpoint shard of rank 47' "$RUN_ROOT/ckpt/iter_0001000/__47_0.distcp"
-check_file 'checkpoint shard of rank 48' "$RUN_ROOT/ckpt/iter_0001000/__48_0.distcp"
-check_file 'checkpoint shard of rank 49' "$RUN_ROOT/ckpt/iter_0001000/__49_0.distcp"
-check_file 'checkpoint shard of rank 50' "$RUN_ROOT/ckpt/iter_0001000/__50_0.distcp"
-check_file 'checkpoint shard of rank 51' "$RUN_ROOT/ckpt/iter_0001000/__51_0.distcp"
-check_file 'checkpoint shard of rank 52' "$RUN_ROOT/ckpt/iter_0001000/__52_0.distcp"
-check_file 'checkpoint shard of rank 53' "$RUN_ROOT/ckpt/iter_0001000/__53_0.distcp"
-check_file 'checkpoint shard of rank 54' "$RUN_ROOT/ckpt/iter_0001000/__54_0.distcp"
-check_file 'checkpoint shard of rank 55' "$RUN_ROOT/ckpt/iter_0001000/__55_0.distcp"
-check_file 'checkpoint shard of rank 56' "$RUN_ROOT/ckpt/iter_0001000/__56_0.distcp"
-check_file 'checkpoint shard of rank 57' "$RUN_ROOT/ckpt/iter_0001000/__57_0.distcp"
-check_file 'checkpoint shard of rank 58' "$RUN_ROOT/ckpt/iter_0001000/__58_0.distcp"
-check_file 'checkpoint shard of rank 59' "$RUN_ROOT/ckpt/iter_0001000/__59_0.distcp"
-check_file 'checkpoint shard of rank 60' "$RUN_ROOT/ckpt/iter_0001000/__60_0.distcp"
-check_file 'checkpoint shard of rank 61' "$RUN_ROOT/ckpt/iter_0001000/__61_0.distcp"
-check_file 'checkpoint shard of rank 62' "$RUN_ROOT/ckpt/iter_0001000/__62_0.distcp"
-check_file 'checkpoint shard of rank 63' "$RUN_ROOT/ckpt/iter_0001000/__63_0.distcp"
-check_file 'checkpoint shard of rank 64' "$RUN_ROOT/ckpt/iter_0001000/__64_0.distcp"
-check_file 'checkpoint shard of rank 65' "$RUN_ROOT/ckpt/iter_0001000/__65_0.distcp"
-check_file 'checkpoint shard of rank 66' "$RUN_ROOT/ckpt/iter_0001000/__66_0.distcp"
-check_file 'checkpoint shard of rank 67' "$RUN_ROOT/ckpt/iter_0001000/__67_0.distcp"
-check_file 'checkpoint shard of rank 68' "$RUN_ROOT/ckpt/iter_0001000/__68_0.distcp"
-check_file 'checkpoint shard of rank 69' "$RUN_ROOT/ckpt/iter_0001000/__69_0.distcp"
-check_file 'checkpoint shard of rank 70' "$RUN_ROOT/ckpt/iter_0001000/__70_0.distcp"
-check_file 'checkpoint shard of rank 71' "$RUN_ROOT/ckpt/iter_0001000/__71_0.distcp"
-check_file 'checkpoint shard of rank 72' "$RUN_ROOT/ckpt/iter_0001000/__72_0.distcp"
-check_file 'checkpoint shard of rank 73' "$RUN_ROOT/ckpt/iter_0001000/__73_0.distcp"
-check_file 'checkpoint shard of rank 74' "$RUN_ROOT/ckpt/iter_0001000/__74_0.distcp"
-check_file 'checkpoint shard of rank 75' "$RUN_ROOT/ckpt/iter_0001000/__75_0.distcp"
-check_file 'checkpoint shard of rank 76' "$RUN_ROOT/ckpt/iter_0001000/__76_0.distcp"
-check_file 'checkpoint shard of rank 77' "$RUN_ROOT/ckpt/iter_0001000/__77_0.distcp"
-check_file 'checkpoint shard of rank 78' "$RUN_ROOT/ckpt/iter_0001000/__78_0.distcp"
-check_file 'checkpoint shard of rank 79' "$RUN_ROOT/ckpt/iter_0001000/__79_0.distcp"
-check_file 'checkpoint shard of rank 80' "$RUN_ROOT/ckpt/iter_0001000/__80_0.distcp"
-check_file 'checkpoint shard of rank 81' "$RUN_ROOT/ckpt/iter_0001000/__81_0.distcp"
-check_file 'checkpoint shard of rank 82' "$RUN_ROOT/ckpt/iter_0001000/__82_0.distcp"
-check_file 'checkpoint shard of rank 83' "$RUN_ROOT/ckpt/iter_0001000/__83_0.distcp"
-check_file 'checkpoint shard of rank 84' "$RUN_ROOT/ckpt/iter_0001000/__84_0.distcp"
-check_file 'checkpoint shard of rank 85' "$RUN_ROOT/ckpt/iter_0001000/__85_0.distcp"
-check_file 'checkpoint shard of rank 86' "$RUN_ROOT/ckpt/iter_0001000/__86_0.distcp"
-check_file 'checkpoint shard of rank 87' "$RUN_ROOT/ckpt/iter_0001000/__87_0.distcp"
-check_file 'checkpoint shard of rank 88' "$RUN_ROOT/ckpt/iter_0001000/__88_0.distcp"
-check_file 'checkpoint shard of rank 89' "$RUN_ROOT/ckpt/iter_0001000/__89_0.distcp"
-check_file 'checkpoint shard of rank 90' "$RUN_ROOT/ckpt/iter_0001000/__90_0.distcp"
-check_file 'checkpoint shard of rank 91' "$RUN_ROOT/ckpt/iter_0001000/__91_0.distcp"
-check_file 'checkpoint shard of rank 92' "$RUN_ROOT/ckpt/iter_0001000/__92_0.distcp"
-check_file 'checkpoint shard of rank 93' "$RUN_ROOT/ckpt/iter_0001000/__93_0.distcp"
-check_file 'checkpoint shard of rank 94' "$RUN_ROOT/ckpt/iter_0001000/__94_0.distcp"
-check_file 'checkpoint shard of rank 95' "$RUN_ROOT/ckpt/iter_0001000/__95_0.distcp"
-check_file 'checkpoint shard of rank 96' "$RUN_ROOT/ckpt/iter_0001000/__96_0.distcp"
-check_file 'checkpoint shard of rank 97' "$RUN_ROOT/ckpt/iter_0001000/__97_0.distcp"
-check_file 'checkpoint shard of rank 98' "$RUN_ROOT/ckpt/iter_0001000/__98_0.distcp"
-check_file 'checkpoint shard of rank 99' "$RUN_ROOT/ckpt/iter_0001000/__99_0.distcp"
-check_file 'checkpoint shard of rank 100' "$RUN_ROOT/ckpt/iter_0001000/__100_0.distcp"
-check_file 'checkpoint shard of rank 101' "$RUN_ROOT/ckpt/iter_0001000/__101_0.distcp"
-check_file 'checkpoint shard of rank 102' "$RUN_ROOT/ckpt/iter_0001000/__102_0.distcp"
-check_file 'checkpoint shard of rank 103' "$RUN_ROOT/ckpt/iter_0001000/__103_0.distcp"
-check_file 'checkpoint shard of rank 104' "$RUN_ROOT/ckpt/iter_0001000/__104_0.distcp"
-check_file 'checkpoint shard of rank 105' "$RUN_ROOT/ckpt/iter_0001000/__105_0.distcp"
-check_file 'checkpoint shard of rank 106' "$RUN_ROOT/ckpt/iter_0001000/__106_0.distcp"
-check_file 'checkpoint shard of rank 107' "$RUN_ROOT/ckpt/iter_0001000/__107_0.distcp"
-check_file 'checkpoint shard of rank 108' "$RUN_ROOT/ckpt/iter_0001000/__108_0.distcp"
-check_file 'checkpoint shard of rank 109' "$RUN_ROOT/ckpt/iter_0001000/__109_0.distcp"
-check_file 'checkpoint shard of rank 110' "$RUN_ROOT/ckpt/iter_0001000/__110_0.distcp"
-check_file 'checkpoint shard of rank 111' "$RUN_ROOT/ckpt/iter_0001000/__111_0.distcp"
-check_file 'checkpoint shard of rank 112' "$RUN_ROOT/ckpt/iter_0001000/__112_0.distcp"
-check_file 'checkpoint shard of rank 113' "$RUN_ROOT/ckpt/iter_0001000/__113_0.distcp"
-check_file 'checkpoint shard of rank 114' "$RUN_ROOT/ckpt/iter_0001000/__114_0.distcp"
-check_file 'checkpoint shard of rank 115' "$RUN_ROOT/ckpt/iter_0001000/__115_0.distcp"
-check_file 'checkpoint shard of rank 116' "$RUN_ROOT/ckpt/iter_0001000/__116_0.distcp"
-check_file 'checkpoint shard of rank 117' "$RUN_ROOT/ckpt/iter_0001000/__117_0.distcp"
-check_file 'checkpoint shard of rank 118' "$RUN_ROOT/ckpt/iter_0001000/__118_0.distcp"
-check_file 'checkpoint shard of rank 119' "$RUN_ROOT/ckpt/iter_0001000/__119_0.distcp"
-check_file 'checkpoint shard of rank 120' "$RUN_ROOT/ckpt/iter_0001000/__120_0.distcp"
-check_file 'checkpoint shard of rank 121' "$RUN_ROOT/ckpt/iter_0001000/__121_0.distcp"
-check_file 'checkpoint shard of rank 122' "$RUN_ROOT/ckpt/iter_0001000/__122_0.distcp"
-check_file 'checkpoint shard of rank 123' "$RUN_ROOT/ckpt/iter_0001000/__123_0.distcp"
-check_file 'checkpoint shard of rank 124' "$RUN_ROOT/ckpt/iter_0001000/__124_0.distcp"
-check_file 'checkpoint shard of rank 125' "$RUN_ROOT/ckpt/iter_0001000/__125_0.distcp"
-check_file 'checkpoint shard of rank 126' "$RUN_ROOT/ckpt/iter_0001000/__126_0.distcp"
-check_file 'checkpoint shard of rank 127' "$RUN_ROOT/ckpt/iter_0001000/__127_0.distcp"
-check_file 'checkpoint shard of rank 128' "$RUN_ROOT/ckpt/iter_0001000/__128_0.distcp"
-check_file 'checkpoint shard of rank 129' "$RUN_ROOT/ckpt/iter_0001000/__129_0.distcp"
-check_file 'checkpoint shard of rank 130' "$RUN_ROOT/ckpt/iter_0001000/__130_0.distcp"
-check_file 'checkpoint shard of rank 131' "$RUN_ROOT/ckpt/iter_0001000/__131_0.distcp"
-check_file 'checkpoint shard of rank 132' "$RUN_ROOT/ckpt/iter_0001000/__132_0.distcp"
-check_file 'checkpoint shard of rank 133' "$RUN_ROOT/ckpt/iter_0001000/__133_0.distcp"
-check_file 'checkpoint shard of rank 134' "$RUN_ROOT/ckpt/iter_0001000/__134_0.distcp"
-check_file 'checkpoint shard of rank 135' "$RUN_ROOT/ckpt/iter_0001000/__135_0.distcp"
-check_file 'checkpoint shard of rank 136' "$RUN_ROOT/ckpt/iter_0001000/__136_0.distcp"
-check_file 'checkpoint shard of rank 137' "$RUN_ROOT/ckpt/iter_0001000/__137_0.distcp"
-check_file 'checkpoint shard of rank 138' "$RUN_ROOT/ckpt/iter_0001000/__138_0.distcp"
-check_file 'checkpoint shard of rank 139' "$RUN_ROOT/ckpt/iter_0001000/__139_0.distcp"
-check_file 'checkpoint shard of rank 140' "$RUN_ROOT/ckpt/iter_0001000/__140_0.distcp"
-check_file 'checkpoint shard of rank 141' "$RUN_ROOT/ckpt/iter_0001000/__141_0.distcp"
-check_file 'checkpoint shard of rank 142' "$RUN_ROOT/ckpt/iter_0001000/__142_0.distcp"
-check_file 'checkpoint shard of rank 143' "$RUN_ROOT/ckpt/iter_0001000/__143_0.distcp"
-check_file 'checkpoint shard of rank 144' "$RUN_ROOT/ckpt/iter_0001000/__144_0.distcp"
-check_file 'checkpoint shard of rank 145' "$RUN_ROOT/ckpt/iter_0001000/__145_0.distcp"
-check_file 'checkpoint shard of rank 146' "$RUN_ROOT/ckpt/iter_0001000/__146_0.distcp"
-check_file 'checkpoint shard of rank 147' "$RUN_ROOT/ckpt/iter_0001000/__147_0.distcp"
-check_file 'checkpoint shard of rank 148' "$RUN_ROOT/ckpt/iter_0001000/__148_0.distcp"
-check_file 'checkpoint shard of rank 149' "$RUN_ROOT/ckpt/iter_0001000/__149_0.distcp"
-check_file 'checkpoint shard of rank 150' "$RUN_ROOT/ckpt/iter_0001000/__150_0.distcp"
-check_file 'checkpoint shard of rank 151' "$RUN_ROOT/ckpt/iter_0001000/__151_0.distcp"
-check_file 'checkpoint shard of rank 152' "$RUN_ROOT/ckpt/iter_0001000/__152_0.distcp"
-check_file 'checkpoint shard of rank 153' "$RUN_ROOT/ckpt/iter_0001000/__153_0.distcp"
-check_file 'checkpoint shard of rank 154' "$RUN_ROOT/ckpt/iter_0001000/__154_0.distcp"
-check_file 'checkpoint shard of rank 155' "$RUN_ROOT/ckpt/iter_0001000/__155_0.distcp"
-check_file 'checkpoint shard of rank 156' "$RUN_ROOT/ckpt/iter_0001000/__156_0.distcp"
-check_file 'checkpoint shard of rank 157' "$RUN_ROOT/ckpt/iter_0001000/__157_0.distcp"
-check_file 'checkpoint shard of rank 158' "$RUN_ROOT/ckpt/iter_0001000/__158_0.distcp"
-check_file 'checkpoint shard of rank 159' "$RUN_ROOT/ckpt/iter_0001000/__159_0.distcp"
-check_file 'checkpoint shard of rank 160' "$RUN_ROOT/ckpt/iter_0001000/__160_0.distcp"
-check_file 'checkpoint shard of rank 161' "$RUN_ROOT/ckpt/iter_0001000/__161_0.distcp"
-check_file 'checkpoint shard of rank 162' "$RUN_ROOT/ckpt/iter_0001000/__162_0.distcp"
-check_file 'checkpoint shard of rank 163' "$RUN_ROOT/ckpt/iter_0001000/__163_0.distcp"
-check_file 'checkpoint shard of rank 164' "$RUN_ROOT/ckpt/iter_0001000/__164_0.distcp"
-check_file 'checkpoint shard of rank 165' "$RUN_ROOT/ckpt/iter_0001000/__165_0.distcp"
-check_file 'checkpoint shard of rank 166' "$RUN_ROOT/ckpt/iter_0001000/__166_0.distcp"
-check_file 'checkpoint shard of rank 167' "$RUN_ROOT/ckpt/iter_0001000/__167_0.distcp"
-check_file 'checkpoint shard of rank 168' "$RUN_ROOT/ckpt/iter_0001000/__168_0.distcp"
-check_file 'checkpoint shard of rank 169' "$RUN_ROOT/ckpt/iter_0001000/__169_0.distcp"
-check_file 'checkpoint shard of rank 170' "$RUN_ROOT/ckpt/iter_0001000/__170_0.distcp"
-check_file 'checkpoint shard of rank 171' "$RUN_ROOT/ckpt/iter_0001000/__171_0.distcp"
-check_file 'checkpoint shard of rank 172' "$RUN_ROOT/ckpt/iter_0001000/__172_0.distcp"
-check_file 'checkpoint shard of rank 173' "$RUN_ROOT/ckpt/iter_0001000/__173_0.distcp"
-check_file 'checkpoint shard of rank 174' "$RUN_ROOT/ckpt/iter_0001000/__174_0.distcp"
-check_file 'checkpoint shard of rank 175' "$RUN_ROOT/ckpt/iter_0001000/__175_0.distcp"
-check_file 'checkpoint shard of rank 176' "$RUN_ROOT/ckpt/iter_0001000/__176_0.distcp"
-check_file 'checkpoint shard of rank 177' "$RUN_ROOT/ckpt/iter_0001000/__177_0.distcp"
-check_file 'checkpoint shard of rank 178' "$RUN_ROOT/ckpt/iter_0001000/__178_0.distcp"
-check_file 'checkpoint shard of rank 179' "$RUN_ROOT/ckpt/iter_0001000/__179_0.distcp"
-check_file 'checkpoint shard of rank 180' "$RUN_ROOT/ckpt/iter_0001000/__180_0.distcp"
-check_file 'checkpoint shard of rank 181' "$RUN_ROOT/ckpt/iter_0001000/__181_0.distcp"
-check_file 'checkpoint shard of rank 182' "$RUN_ROOT/ckpt/iter_0001000/__182_0.distcp"
-check_file 'checkpoint shard of rank 183' "$RUN_ROOT/ckpt/iter_0001000/__183_0.distcp"
-check_file 'checkpoint shard of rank 184' "$RUN_ROOT/ckpt/iter_0001000/__184_0.distcp"
-check_file 'checkpoint shard of rank 185' "$RUN_ROOT/ckpt/iter_0001000/__185_0.distcp"
-check_file 'checkpoint shard of rank 186' "$RUN_ROOT/ckpt/iter_0001000/__186_0.distcp"
-check_file 'checkpoint shard of rank 187' "$RUN_ROOT/ckpt/iter_0001000/__187_0.distcp"
-check_file 'checkpoint shard of rank 188' "$RUN_ROOT/ckpt/iter_0001000/__188_0.distcp"
-check_file 'checkpoint shard of rank 189' "$RUN_ROOT/ckpt/iter_0001000/__189_0.distcp"
-check_file 'checkpoint shard of rank 190' "$RUN_ROOT/ckpt/iter_0001000/__190_0.distcp"
-check_file 'checkpoint shard of rank 191' "$RUN_ROOT/ckpt/iter_0001000/__191_0.distcp"
-check_file 'checkpoint shard of rank 192' "$RUN_ROOT/ckpt/iter_0001000/__192_0.distcp"
-check_file 'checkpoint shard of rank 193' "$RUN_ROOT/ckpt/iter_0001000/__193_0.distcp"
-check_file 'checkpoint shard of rank 194' "$RUN_ROOT/ckpt/iter_0001000/__194_0.distcp"
-check_file 'checkpoint shard of rank 195' "$RUN_ROOT/ckpt/iter_0001000/__195_0.distcp"
-check_file 'checkpoint shard of rank 196' "$RUN_ROOT/ckpt/iter_0001000/__196_0.distcp"
-check_file 'checkpoint shard of rank 197' "$RUN_ROOT/ckpt/iter_0001000/__197_0.distcp"
-check_file 'checkpoint shard of rank 198' "$RUN_ROOT/ckpt/iter_0001000/__198_0.distcp"
-check_file 'checkpoint shard of rank 199' "$RUN_ROOT/ckpt/iter_0001000/__199_0.distcp"
-check_file 'checkpoint shard of rank 200' "$RUN_ROOT/ckpt/iter_0001000/__200_0.distcp"
-check_file 'checkpoint shard of rank 201' "$RUN_ROOT/ckpt/iter_0001000/__201_0.distcp"
-check_file 'checkpoint shard of rank 202' "$RUN_ROOT/ckpt/iter_0001000/__202_0.distcp"
-check_file 'checkpoint shard of rank 203' "$RUN_ROOT/ckpt/iter_0001000/__203_0.distcp"
-check_file 'checkpoint shard of rank 204' "$RUN_ROOT/ckpt/iter_0001000/__204_0.distcp"
-check_file 'checkpoint shard of rank 205' "$RUN_ROOT/ckpt/iter_0001000/__205_0.distcp"
-check_file 'checkpoint shard of rank 206' "$RUN_ROOT/ckpt/iter_0001000/__206_0.distcp"
-check_file 'checkpoint shard of rank 207' "$RUN_ROOT/ckpt/iter_0001000/__207_0.distcp"
-check_file 'checkpoint shard of rank 208' "$RUN_ROOT/ckpt/iter_0001000/__208_0.distcp"
-check_file 'checkpoint shard of rank 209' "$RUN_ROOT/ckpt/iter_0001000/__209_0.distcp"
-check_file 'checkpoint shard of rank 210' "$RUN_ROOT/ckpt/iter_0001000/__210_0.distcp"
-check_file 'checkpoint shard of rank 211' "$RUN_ROOT/ckpt/iter_0001000/__211_0.distcp"
-check_file 'checkpoint shard of rank 212' "$RUN_ROOT/ckpt/iter_0001000/__212_0.distcp"
-check_file 'checkpoint shard of rank 213' "$RUN_ROOT/ckpt/iter_0001000/__213_0.distcp"
-check_file 'checkpoint shard of rank 214' "$RUN_ROOT/ckpt/iter_0001000/__214_0.distcp"
-check_file 'checkpoint shard of rank 215' "$RUN_ROOT/ckpt/iter_0001000/__215_0.distcp"
-check_file 'checkpoint shard of rank 216' "$RUN_ROOT/ckpt/iter_0001000/__216_0.distcp"
-check_file 'checkpoint shard of rank 217' "$RUN_ROOT/ckpt/iter_0001000/__217_0.distcp"
-check_file 'checkpoint shard of rank 218' "$RUN_ROOT/ckpt/iter_0001000/__218_0.distcp"
-check_file 'checkpoint shard of rank 219' "$RUN_ROOT/ckpt/iter_0001000/__219_0.distcp"
-check_file 'checkpoint shard of rank 220' "$RUN_ROOT/ckpt/iter_0001000/__220_0.distcp"
-check_file 'checkpoint shard of rank 221' "$RUN_ROOT/ckpt/iter_0001000/__221_0.distcp"
-check_file 'checkpoint shard of rank 222' "$RUN_ROOT/ckpt/iter_0001000/__222_0.distcp"
-check_file 'checkpoint shard of rank 223' "$RUN_ROOT/ckpt/iter_0001000/__223_0.distcp"
-check_file 'checkpoint shard of rank 224' "$RUN_ROOT/ckpt/iter_0001000/__224_0.distcp"
-check_file 'checkpoint shard of rank 225' "$RUN_ROOT/ckpt/iter_0001000/__225_0.distcp"
-check_file 'checkpoint shard of rank 226' "$RUN_ROOT/ckpt/iter_0001000/__226_0.distcp"
-check_file 'checkpoint shard of rank 227' "$RUN_ROOT/ckpt/iter_0001000/__227_0.distcp"
-check_file 'checkpoint shard of rank 228' "$RUN_ROOT/ckpt/iter_0001000/__228_0.distcp"
-check_file 'checkpoint shard of rank 229' "$RUN_ROOT/ckpt/iter_0001000/__229_0.distcp"
-check_file 'checkpoint shard of rank 230' "$RUN_ROOT/ckpt/iter_0001000/__230_0.distcp"
-check_file 'checkpoint shard of rank 231' "$RUN_ROOT/ckpt/iter_0001000/__231_0.distcp"
-check_file 'checkpoint shard of rank 232' "$RUN_ROOT/ckpt/iter_0001000/__232_0.distcp"
-check_file 'checkpoint shard of rank 233' "$RUN_ROOT/ckpt/iter_0001000/__233_0.distcp"
-check_file 'checkpoint shard of rank 234' "$RUN_ROOT/ckpt/iter_0001000/__234_0.distcp"
-check_file 'checkpoint shard of rank 235' "$RUN_ROOT/ckpt/iter_0001000/__235_0.distcp"
-check_file 'checkpoint shard of rank 236' "$RUN_ROOT/ckpt/iter_0001000/__236_0.distcp"
-check_file 'checkpoint shard of rank 237' "$RUN_ROOT/ckpt/iter_0001000/__237_0.distcp"
-check_file 'checkpoint shard of rank 238' "$RUN_ROOT/ckpt/iter_0001000/__238_0.distcp"
-check_file 'checkpoint shard of rank 239' "$RUN_ROOT/ckpt/iter_0001000/__239_0.distcp"
-check_file 'checkpoint shard of rank 240' "$RUN_ROOT/ckpt/iter_0001000/__240_0.distcp"
-check_file 'checkpoint shard of rank 241' "$RUN_ROOT/ckpt/iter_0001000/__241_0.distcp"
-check_file 'checkpoint shard of rank 242' "$RUN_ROOT/ckpt/iter_0001000/__242_0.distcp"
-check_file 'checkpoint shard of rank 243' "$RUN_ROOT/ckpt/iter_0001000/__243_0.distcp"
-check_file 'checkpoint shard of rank 244' "$RUN_ROOT/ckpt/iter_0001000/__244_0.distcp"
-check_file 'checkpoint shard of rank 245' "$RUN_ROOT/ckpt/iter_0001000/__245_0.distcp"
-check_file 'checkpoint shard of rank 246' "$RUN_ROOT/ckpt/iter_0001000/__246_0.distcp"
-check_file 'checkpoint shard of rank 247' "$RUN_ROOT/ckpt/iter_0001000/__247_0.distcp"
-check_file 'checkpoint shard of rank 248' "$RUN_ROOT/ckpt/iter_0001000/__248_0.distcp"
-check_file 'checkpoint shard of rank 249' "$RUN_ROOT/ckpt/iter_0001000/__249_0.distcp"
-check_file 'checkpoint shard of rank 250' "$RUN_ROOT/ckpt/iter_0001000/__250_0.distcp"
-check_file 'checkpoint shard of rank 251' "$RUN_ROOT/ckpt/iter_0001000/__251_0.distcp"
-check_file 'checkpoint shard of rank 252' "$RUN_ROOT/ckpt/iter_0001000/__252_0.distcp"
-check_file 'checkpoint shard of rank 253' "$RUN_ROOT/ckpt/iter_0001000/__253_0.distcp"
-check_file 'checkpoint shard of rank 254' "$RUN_ROOT/ckpt/iter_0001000/__254_0.distcp"
-check_file 'checkpoint shard of rank 255' "$RUN_ROOT/ckpt/iter_0001000/__255_0.distcp"
+check_shards 'checkpoint shards of ranks 0-255' "$RUN_ROOT/ckpt/iter_0001000/__" _0.distcp 0 255
 
 total=$((passed + failed))
 if [ "$json" -eq 1 ]; then

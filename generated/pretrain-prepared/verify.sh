@@ -213,6 +213,36 @@ check_file() {
   fi
 }
 
+# check_shards LABEL PREFIX SUFFIX FIRST LAST: PREFIX<rank>SUFFIX exists and is not empty for every
+# rank FIRST..LAST (a large job's checkpoint shards, one check for the range)
+check_shards() {
+  local label=$1 prefix=$2 suffix=$3 first=$4 last=$5 rank missing=0 example=""
+  for ((rank = first; rank <= last; rank++)); do
+    if [ ! -s "$prefix$rank$suffix" ]; then
+      missing=$((missing + 1))
+      example=${example:-$prefix$rank$suffix}
+    fi
+  done
+  if [ "$missing" -eq 0 ]; then
+    report pass "$label" "$((last - first + 1)) files" "all of them"
+  else
+    report fail "$label" "$((last - first + 1)) files" "$missing missing, e.g. $example"
+  fi
+}
+
+# check_workers LABEL FIRST LAST DIR EXIT RUNTIME GPUS COMMIT NNODES: for each worker W, its torchrun
+# exit status (DIR<W>/EXIT) and its runtime record (DIR<W>/RUNTIME): GPUs, commit, node rank, nodes
+check_workers() {
+  local first=$2 last=$3 dir=$4 exit_record=$5 runtime=$6 gpus=$7 commit=$8 nnodes=$9 w
+  for ((w = first; w <= last; w++)); do
+    check_exit "torchrun exit status (worker $w)" "$dir$w/$exit_record"
+    check_value "runtime gpu_count (worker $w)" "$dir$w/$runtime" gpu_count "$gpus"
+    check_value "runtime megatron_commit (worker $w)" "$dir$w/$runtime" megatron_commit "$commit"
+    check_value "runtime node_rank (worker $w)" "$dir$w/$runtime" node_rank "$w"
+    check_value "runtime nnodes (worker $w)" "$dir$w/$runtime" nnodes "$nnodes"
+  done
+}
+
 # check_content LABEL FILE EXPECTED: the first line of FILE
 check_content() {
   local found="no file $2"
