@@ -190,6 +190,33 @@ _CHILD = textwrap.dedent('''
             return "Infinity" if value > 0 else "-Infinity"
         return json.dumps(value)
 
+    import re as _re
+    SPEC_NUMBERS = [m.span() for m in _re.finditer(r"(?<=: )[0-9.e-]+(?=\\n)", SPEC)]
+    hostile_scalars = st.sampled_from([".inf", "-.inf", ".nan", "1e30", "1000000000", "9" * 30, "-1", "0",
+                                       "[]", "{{}}", "[[[[[[]]]]]]", "'x'", "null", "&a [*a]"])
+
+    @st.composite
+    def specs(draw):
+        start, end = draw(st.sampled_from(SPEC_NUMBERS))
+        return SPEC[:start] + draw(hostile_scalars) + SPEC[end:]
+
+    @settings(max_examples={examples}, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(specs())
+    def run_specs(text):
+        with tempfile.TemporaryDirectory() as tmp:
+            os.makedirs(os.path.join(tmp, "models", "qwen3-0.6b"))
+            open(os.path.join(tmp, "models", "qwen3-0.6b", "config.json"), "w").write(json.dumps(QWEN))
+            open(os.path.join(tmp, "qwen3-0.6b.yaml"), "w").write(text)
+            open(os.path.join(tmp, "base.yaml"), "w").write(BASE)
+            out, err = io.StringIO(), io.StringIO()
+            signal.alarm(10)
+            try:
+                code = main([os.path.join(tmp, "qwen3-0.6b.yaml"), "-o", os.path.join(tmp, "out")], out, err)
+            finally:
+                signal.alarm(0)
+            assert code in (0, 1), err.getvalue()
+            assert "Traceback" not in out.getvalue() + err.getvalue()
+
     @st.composite
     def configs(draw):
         kind = draw(st.sampled_from(["number", "nest", "junk"]))
@@ -227,7 +254,9 @@ _CHILD = textwrap.dedent('''
                     assert where.count(":") >= 2, line  # file:line:col
 
     run()
-    print("ok")
+    if SPEC_NUMBERS:
+        run_specs()
+    print("ok", len(SPEC_NUMBERS))
 ''')
 
 
@@ -236,7 +265,8 @@ def test_hostile_config_json_property_under_time_and_memory_limits():
     code = _CHILD.format(tests=str(REPO / "tests"), qwen=str(QWEN), spec=str(REPO / "specs" / "qwen3-0.6b.yaml"),
                          base=str(REPO / "specs" / "base.yaml"), examples=examples)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=REPO)
-    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0 and proc.stdout.strip().startswith("ok"), proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert int(proc.stdout.split()[-1]) >= 5  # the spec's numbers the second property replaces
 
 
 def test_jsonfile_parse_never_raises():
