@@ -273,6 +273,7 @@ def _sbatch_wait(cluster: SlurmCluster, job: Path, env: dict[str, str]) -> tuple
 
 
 def test_job_sbatch_runs_two_nodes_of_torchrun_under_slurm(slurm_cluster: SlurmCluster, tmp_path: Path):
+    assert len(set(slurm_cluster.nodes)) == 2  # two node names, so MASTER_ADDR names one of them
     job, env, run_root = _stage(tmp_path)
     code, out, elapsed = _sbatch_wait(slurm_cluster, job, env)
     assert code == 0, out
@@ -289,6 +290,9 @@ def test_job_sbatch_runs_two_nodes_of_torchrun_under_slurm(slurm_cluster: SlurmC
         assert (run_root / "nodes" / f"node-{node}" / "exit_status").read_text() == "0\n"
         runtime = (run_root / "nodes" / f"node-{node}" / "runtime.txt").read_text()
         assert f"node_rank: {node}\n" in runtime and "nnodes: 2\n" in runtime
+        # both slurmd run on this host under distinct node names: the rendezvous host every node was
+        # given must be the allocation's first node by name, so pointing it at another node fails here
+        assert f"master_addr: {slurm_cluster.nodes[0]}\n" in runtime, runtime
     assert seen == {0, 1, 2, 3}
     pyxis = (tmp_path / "pyxis-args").read_text().splitlines()
     assert any(a.startswith("--container-image=") for a in pyxis) and "--no-container-mount-home" in pyxis

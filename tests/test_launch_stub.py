@@ -71,7 +71,7 @@ def test_multi_worker_passes_platform_values_to_torchrun(tmp_path):
     ]
     node = run.log_dir(1)
     assert (node / "train.log").read_text().rstrip("\n").endswith("STUB-LAST-LINE")
-    assert (node / "runtime.txt").read_text().endswith("nnodes: 2\nnode_rank: 1\n")
+    assert (node / "runtime.txt").read_text().endswith("nnodes: 2\nnode_rank: 1\nmaster_addr: 10.0.0.1\n")
     assert (node / "exit_status").read_text() == "0\n"
     env = dict(line.split("=", 1) for line in (run.calls / "torchrun.env").read_text().splitlines() if "=" in line)
     assert "WORLD_SIZE" not in env and "RANK" not in env, "the platform's WORLD_SIZE/RANK must not reach torchrun"

@@ -226,6 +226,7 @@ logged make -C "$MEGATRON_ROOT/megatron/core/datasets" ||
   printf 'megatron_commit: %s\n' "${MEGATRON_COMMIT:?MEGATRON_COMMIT is required}"
   printf 'nnodes: %s\n' "$NNODES"
   printf 'node_rank: %s\n' "$NODE_RANK"
+  printf 'master_addr: %s\n' "$MASTER_ADDR"
 } >"$LOG_DIR/runtime.txt"
 
 # The training data, before torchrun (and before the job's GPUs wait on it): every prefix has its

@@ -101,6 +101,7 @@ logged make -C "$MEGATRON_ROOT/megatron/core/datasets" ||
   printf 'megatron_commit: %s\n' "${MEGATRON_COMMIT:?MEGATRON_COMMIT is required}"
   printf 'nnodes: %s\n' "$NNODES"
   printf 'node_rank: %s\n' "$NODE_RANK"
+  printf 'master_addr: %s\n' "$MASTER_ADDR"
 } >"$LOG_DIR/runtime.txt"
 
 # The exit record verify.sh and the doctor read: the launch's exit status on the first line, then
