@@ -282,3 +282,23 @@ def test_jsonfile_parse_never_raises():
             assert problem.line >= 1 and problem.column >= 1
 
     run()
+
+
+def test_a_config_json_linked_outside_the_repository_is_not_read(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    spec = _hf_spec(repo)
+    outside = tmp_path / "secret.json"
+    outside.write_text('{"password": "hunter2"}')
+    (repo / "models" / "qwen3-0.6b" / "config.json").symlink_to(outside)
+    code, _, err = _compile(str(spec), "-o", str(tmp_path / "out"))
+    assert code == 1 and "[link-outside-repository]" in err and "hunter2" not in err
+
+
+def test_a_glob_in_data_paths_is_a_located_error(tmp_path):
+    for name in ("pretrain-mock.yaml", "base.yaml"):
+        (tmp_path / name).write_text((REPO / "specs" / name).read_text())
+    code, out, err = _compile(str(tmp_path / "pretrain-mock.yaml"), "-o", str(tmp_path / "out"),
+                              "--set", "training.data.mock=false",
+                              "--set", 'training.data.paths=["/mnt/megatron/data/shard-*_text_document"]')
+    assert code == 1 and "[path-glob]" in err and "training.data.paths[0]" in err

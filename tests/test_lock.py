@@ -519,7 +519,8 @@ def test_a_built_record_of_the_same_sources_pins_the_built_digest(tmp_path):
     ({"from_megatron_commit": "0" * 40}, "megatron.commit", "0" * 40),
     ({"from_base_digest": "sha256:" + "c" * 64}, "image.base", "sha256:" + "c" * 64),
     ({"from_megatron_repo": "https://example.com/fork.git"}, "megatron.repo", "fork.git"),
-    ({"from_bridge": "0.4.0"}, "init_from.bridge", "0.4.0"),
+    ({"from_megatron_root": "/opt/other"}, "megatron.root", "/opt/other"),
+    ({"from_packages": "megatron-bridge==0.4.0"}, "init_from", "megatron-bridge==0.4.0"),
 ])
 def test_a_built_record_from_other_sources_is_lock_stale_at_the_spec_field(tmp_path, changes, field, recorded):
     spec = _built_spec(tmp_path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..diagnostics import Diagnostic, Severity, make_error
+from ..megatron.packages import image_packages
 from ..load.discover import leaves, lock_path, trusted_root
 from ..load.inputs import exists
 from ..load.source import SourceDoc
@@ -55,8 +56,8 @@ def check_pins(doc: SourceDoc, spec: JobSpec, path: str, display: str, *, requir
     image = spec.image.model_dump(mode="json")
     problems = check_lock(lock, image, display)
     if not problems:
-        bridge = spec.init_from.bridge if spec.init_from is not None else None
-        current = built_from(lock.base.digest, spec.megatron.repo, spec.megatron.commit, bridge)
+        current = built_from(lock.base.digest, spec.megatron.repo, spec.megatron.commit, spec.megatron.root,
+                             image_packages(spec.init_from))
         problems = check_built_from(lock, current, display)
     diags = [Diagnostic(code="lock-stale", severity=Severity.ERROR, key_path=tuple(p.field.split(".")),
                         message=p.message.replace(lock.where(p.lock_key), f"{shown}:{p.line}"), hint=p.hint,

@@ -78,23 +78,29 @@ def image_of_spec(path: str | Path) -> dict[str, Any]:
 
 def built_from_spec(path: str | Path, base_digest: str) -> dict[str, str]:
     """What the spec's image is built from (lockfile.BUILT_FROM), read from the composed spec: the
-    megatron section and init_from's Bridge version, defaults filled as the schema fills them."""
+    megatron section and what init_from installs, defaults filled as the schema fills them."""
+    from pydantic_core import ValidationError
+
     from ..load.compose import compose
-    from ..schema.defaults import MEGATRON_REPO
-    from ..schema.models import InitFrom
+    from ..megatron.packages import image_packages
+    from ..schema import validator
+    from ..schema.defaults import MEGATRON_REPO, MEGATRON_ROOT
 
     composed = compose(str(path), str(path))
     data: dict[str, Any] = composed.doc.data if composed.doc is not None else {}
     section = data.get("megatron")
     megatron: dict[str, Any] = section if isinstance(section, dict) else {}
-    init = data.get("init_from")
-    bridge = None
-    if isinstance(init, dict):
-        bridge = str(init.get("bridge", InitFrom.model_fields["bridge"].default))
     commit = megatron.get("commit")
     if not isinstance(commit, str) or not commit:
         raise LockFailure(f"{path}: the spec has no megatron.commit: the image it builds is not known")
-    return built_from(base_digest, str(megatron.get("repo", MEGATRON_REPO)), commit, bridge)
+    init = None
+    if data.get("init_from") is not None:
+        try:
+            init = validator.section_validator("init_from").validate_python(data["init_from"])
+        except ValidationError as exc:
+            raise LockFailure(f"{path}: init_from does not validate: {exc.errors()[0]['msg']}") from None
+    return built_from(base_digest, str(megatron.get("repo", MEGATRON_REPO)), commit,
+                      str(megatron.get("root", MEGATRON_ROOT)), image_packages(init))
 
 
 class _Parser(argparse.ArgumentParser):

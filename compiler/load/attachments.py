@@ -8,6 +8,7 @@ from typing import Any
 
 from ..diagnostics import Diagnostic, make_error
 from . import jsonfile
+from .discover import leaves, trusted_root
 from .files import CONFIG_LIMIT
 from .inputs import read_bytes
 from .source import SourceDoc
@@ -33,6 +34,9 @@ def hf_config(doc: SourceDoc, spec_path: str) -> tuple[dict[str, Any] | None, li
     path = name if os.path.isabs(name) else os.path.join(os.path.dirname(spec_path), name)
     where = _where(doc, CONFIG_PATH)
     hint = "commit the model's config.json beside the spec; the architecture flags derive from it offline"
+    if leaves(path, trusted_root(spec_path)):
+        return None, [make_error("link-outside-repository", f"init_from.huggingface.config: {name} is a symbolic "
+                                 "link to a file outside the repository; it was not read", hint=hint, **where)]
     try:
         raw = read_bytes(path, CONFIG_LIMIT)
     except FileNotFoundError:

@@ -57,7 +57,8 @@ BUILT_FIELDS = ("digest", "recorded_at", "recorded_with", "reference")
 # What the recorded image was built from (optional: a record written before they existed has none,
 # and is stale): the spec values each build path reads, under the spec field they come from.
 BUILT_FROM = {"from_base_digest": "image.base", "from_megatron_repo": "megatron.repo",
-              "from_megatron_commit": "megatron.commit", "from_bridge": "init_from.bridge"}
+              "from_megatron_commit": "megatron.commit", "from_megatron_root": "megatron.root",
+              "from_packages": "init_from"}
 BUILT_FROM_FIELDS = tuple(BUILT_FROM)
 TOP_FIELDS = ("base", "built", "version")
 
@@ -84,7 +85,8 @@ class BuiltEntry:
     from_base_digest: str = ""  # the locked base digest the build started FROM
     from_megatron_repo: str = ""
     from_megatron_commit: str = ""
-    from_bridge: str = ""  # init_from.bridge's version, "none" without one
+    from_megatron_root: str = ""
+    from_packages: str = ""  # what pip installed (Bridge, modelscope: megatron/packages.py), "none" without
 
 
 Position = tuple[int, int]  # 1-based line and column
@@ -265,10 +267,10 @@ def _check_built(lock: Lock, built: BuiltEntry, image: Mapping[str, Any], spec: 
     return problems
 
 
-def built_from(base_digest: str, repo: str, commit: str, bridge: str | None) -> dict[str, str]:
+def built_from(base_digest: str, repo: str, commit: str, root: str, packages: tuple[str, ...]) -> dict[str, str]:
     """The values a built record carries (BUILT_FROM): what the image is built from today."""
     return {"from_base_digest": base_digest, "from_megatron_repo": repo, "from_megatron_commit": commit,
-            "from_bridge": bridge or "none"}
+            "from_megatron_root": root, "from_packages": " ".join(packages) or "none"}
 
 
 def check_built_from(lock: Lock, current: Mapping[str, str], spec: str = "SPEC") -> list[Problem]:

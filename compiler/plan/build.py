@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from .. import TOOL, __version__
 from ..check.facts import Facts
 from ..load.discover import lock_path
+from ..megatron.packages import image_packages
 from ..megatron.pretrain import vocab_size
 from ..megatron.checkpoint import SAVE_PROBE, complete_save_files
 from ..megatron.runfiles import (
@@ -112,13 +113,9 @@ def _training_time(*args: Any) -> Any:
 
 
 def _bridge_install(spec: JobSpec) -> tuple[str, ...]:
-    if spec.init_from is None:
-        return ()
-    from ..megatron.huggingface import BRIDGE_REQUIREMENTS, MODELSCOPE_REQUIREMENTS  # deferred: init_from specs only
-
+    packages = image_packages(spec.init_from)
     # --no-deps: the validated set, nothing pip would resolve besides (docs/bridge.md)
-    download = MODELSCOPE_REQUIREMENTS if spec.init_from.huggingface.modelscope else ()
-    return ("pip", "install", "--no-cache-dir", "--no-deps") + BRIDGE_REQUIREMENTS[spec.init_from.bridge] + download
+    return ("pip", "install", "--no-cache-dir", "--no-deps") + packages if packages else ()
 
 
 def pinning(spec: JobSpec, lock: Lock | None, spec_display: str, document: str) -> str:

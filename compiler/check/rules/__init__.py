@@ -9,7 +9,7 @@ from __future__ import annotations
 from ...diagnostics import Diagnostic
 from ..context import Rule, RuleContext
 from .args import check_raw_args
-from .data import check_prepare_paths, check_prepare_tokenizer
+from .data import check_data_path_globs, check_prepare_paths, check_prepare_tokenizer
 from .init import check_init_contradictions, check_init_from, check_model_fields
 from .platform import check_engine, check_platform_sections
 from .megatron import (
@@ -60,6 +60,7 @@ RULES: tuple[Rule, ...] = (
     Rule("megatron-validate-args", ("training", "parallelism", "resources"), check_validate_args),
     Rule("megatron-local-crash", ("training", "parallelism"), check_kernel_needs),
     Rule("prepare-input-path", ("training", "storage"), check_prepare_paths),
+    Rule("path-glob", ("training",), check_data_path_globs),
     Rule("platform-section", (), check_platform_sections),
     Rule("slow-detection", ("resources", "training"), check_slow_training),
     Rule("job-routing", ("training",), check_routing),

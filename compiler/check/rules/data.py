@@ -25,6 +25,21 @@ def _prepare(ctx: RuleContext) -> Any:
 GLOB = re.compile(r"[*?\[]")  # what a shell or glob() would expand; a spec's path is taken literally
 
 
+def check_data_path_globs(ctx: RuleContext) -> Iterator[Diagnostic]:
+    # --data-path takes prefixes literally (Megatron opens PREFIX.bin and PREFIX.idx): a pattern there
+    # fails when the job runs, as it does for a preparation's input
+    data = ctx.sections["training"].data
+    if data is None:
+        return
+    for index, path in enumerate(data.paths):
+        if GLOB.search(path):
+            yield ctx.locate(
+                "path-glob", f"training.data.paths[{index}] ({path}) is a pattern: Megatron opens each prefix's "
+                ".bin and .idx by name, so the pattern would be taken as a file name and fail when the job runs",
+                ("training", "data", "paths", index), hint="list each prefix (without .bin/.idx) in training.data.paths",
+            )
+
+
 def check_prepare_paths(ctx: RuleContext) -> Iterator[Diagnostic]:
     prepare = _prepare(ctx)
     mount = ctx.facts.mount_path
