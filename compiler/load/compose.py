@@ -209,13 +209,22 @@ def apply_override(doc: SourceDoc, override: Override,
     if not sep or not parts or not all(parts):
         return None, error(f"--set takes KEY=VALUE with a dotted key, got {override.raw!r}",
                            hint="--set parallelism.tensor=4")
+    indexed = next((p for p in parts if "[" in p or "]" in p), None)
+    if indexed is not None:
+        listed = ".".join(parts[: parts.index(indexed)] + (indexed.split("[", 1)[0],))
+        return None, error(f"--set {key}: a list item cannot be set by its index; --set replaces {listed} whole",
+                           hint=f"--set {listed}='[...]' with every item")
     current: Any = doc.data
     for depth, part in enumerate(parts[:-1]):
         current = current.get(part) if isinstance(current, dict) else None
+        if current is None or isinstance(current, dict):
+            continue
+        listed = ".".join(parts[: depth + 1])
         if isinstance(current, list):
-            listed = ".".join(parts[: depth + 1])
             return None, error(f"--set {key}: {listed} is a list, which --set replaces whole (it has no keys)",
                                hint=f"--set {listed}='[...]' with every item, e.g. --set training.args='[\"--foo\", \"1\"]'")
+        return None, error(f"--set {key}: {listed} is a single value ({type(current).__name__}), it has no keys",
+                           hint=f"--set {listed}=VALUE")
     if expects_string(parts):
         value: Any = text
     else:
