@@ -32,7 +32,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple
 
-import yaml
 
 from .discover import LOCK_SUFFIX
 from .discover import lock_path as discovered_lock_path
