@@ -40,14 +40,15 @@ def _kubernetes_variants() -> list[str]:
 
 @pytest.mark.parametrize("name", _kubernetes_variants())
 def test_each_step_of_each_spec_on_kubernetes_is_a_valid_trainjob(tmp_path, name):
-    # the spec itself, extended: its own directory, so that init_from's config.json is found
+    # the spec itself, extended, in a copy of specs/ (its bases and init_from's config.json beside it)
+    import shutil
+
+    specs = tmp_path / "specs"
+    shutil.copytree(REPO / "specs", specs)
     overlay = {"extends": name, **K8S, "slurm": None, "skypilot": None}
-    spec_path = REPO / "specs" / f".k8s-variant-{name}"
-    try:
-        spec_path.write_text(yaml.safe_dump(overlay, sort_keys=False))
-        variant = compile_spec(str(spec_path), f"specs/{name}")
-    finally:
-        spec_path.unlink(missing_ok=True)
+    spec_path = specs / f"k8s-variant-{name}"
+    spec_path.write_text(yaml.safe_dump(overlay, sort_keys=False))
+    variant = compile_spec(str(spec_path), f"specs/{name}")
     errors = [d for d in variant.diagnostics if d.is_error]
     assert variant.ok, errors
     documents = {file: text for file, text in variant.files.items() if file.startswith("trainjob")}
