@@ -172,7 +172,8 @@ def test_check_catches_an_edited_artifact_and_writes_nothing(tmp_path, in_repo):
     assert f"--- {tmp_path}/tp2/launch.sh (on disk)\n+++ {tmp_path}/tp2/launch.sh (from the spec)\n" in out
     assert "-EXPECTED_GPUS=8\n+EXPECTED_GPUS=2\n" in out
     assert (f"specs/tp2.yaml: error: {tmp_path}/tp2/launch.sh is stale: it differs from what specs/tp2.yaml "
-            "compiles to  [artifact-stale]\n  hint: run `megatron-compile specs/tp2.yaml` and commit the result\n") in out
+            f"compiles to  [artifact-stale]\n  hint: run `megatron-compile specs/tp2.yaml -o {tmp_path}` and commit "
+            "the result\n") in out  # the -o it was given (issue 29)
     assert f"specs/tp2.yaml: error: {tmp_path}/tp2/job.json is missing: specs/tp2.yaml compiles to it  [artifact-missing]\n" in out
     assert (f"specs/tp2-dp2.yaml: error: {tmp_path}/tp2-dp2/leftover.sh is not produced by specs/tp2-dp2.yaml  "
             "[artifact-extra]\n") in out

@@ -23,7 +23,7 @@ from pydantic_core import PydanticCustomError
 # Any other format character (Unicode category Cf) is refused too (`_invisible`), so a character
 # added to Unicode later is covered by its category, not by this list.
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\xad\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2028\u2029\u061c\u200b-\u200f"
-                     r"\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\uffa0\ufeff\ufff0-\ufff8\U000e0000-\U000e0fff]")
+                     r"\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\uffa0\ufeff\ufff0-\ufff8\U000e0100-\U000e01ef]")
 
 
 def _describe(char: str) -> str:
