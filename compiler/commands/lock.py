@@ -41,7 +41,9 @@ from ..platform.registry import RegistryFailure, Skopeo, is_loopback, layers, re
 from pydantic_core import ValidationError
 from ..diagnostics import format_text
 from ..load.compose import compose
+from ..megatron.packages import image_packages
 from ..schema import validator
+from ..schema.defaults import MEGATRON_REPO, MEGATRON_ROOT
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 SKOPEO_TIMEOUT_S = 120  # one registry round trip; skopeo's own --command-timeout is a little shorter
@@ -79,13 +81,6 @@ def image_of_spec(path: str | Path) -> dict[str, Any]:
 def built_from_spec(path: str | Path, base_digest: str) -> dict[str, str]:
     """What the spec's image is built from (lockfile.BUILT_FROM), read from the composed spec: the
     megatron section and what init_from installs, defaults filled as the schema fills them."""
-    from pydantic_core import ValidationError
-
-    from ..load.compose import compose
-    from ..megatron.packages import image_packages
-    from ..schema import validator
-    from ..schema.defaults import MEGATRON_REPO, MEGATRON_ROOT
-
     composed = compose(str(path), str(path))
     data: dict[str, Any] = composed.doc.data if composed.doc is not None else {}
     section = data.get("megatron")
