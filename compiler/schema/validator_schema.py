@@ -10,7 +10,7 @@ from . import formats, records
 
 PYDANTIC = '2.14.4'
 PYDANTIC_CORE = '2.50.5'
-KEY = '38223b8db358f45a1aad7be2ddc9505f'
+KEY = '7fd0d348ce6c4feb7cb8268be588d3fc'
 
 
 def schema() -> dict[str, Any]:
