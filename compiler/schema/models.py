@@ -24,7 +24,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchem
 from ..load import limits
 from .defaults import MEGATRON_REPO, MEGATRON_ROOT
 from .formats import CHECKS, FORMATS, no_control
-from .sections import Fp8, Performance, _Section
+from .sections import _CONFIG, Fp8, Performance, _Section
 
 SPEC_SCHEMA_ID = "megatron-job.schema.json"
 
@@ -139,8 +139,7 @@ class Batch(_Section):
     # global is a Python keyword; the YAML key stays `global`
     global_: int = Field(ge=1, le=limits.MAX_GLOBAL_BATCH, alias="global")
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True, defer_build=True,
-                              allow_inf_nan=False)
+    model_config = ConfigDict(**_CONFIG, populate_by_name=True)
 
 
 class Optimizer(_Section):
@@ -292,9 +291,7 @@ class Kubernetes(_Section):
     volume: KubernetesVolume
     queue: NonEmptyText | None = None  # Kueue's LocalQueue, as the kueue.x-k8s.io/queue-name label
     active_deadline_seconds: int | None = Field(default=None, ge=1)
-    # Secrets (kubernetes.io/dockerconfigjson, in the namespace) the pods pull the image with: the
-    # image is pushed to the tenant's private registry
-    image_pull_secrets: list[NonEmptyText] = Field(default_factory=list)
+    image_pull_secrets: list[NonEmptyText] = Field(default_factory=list)  # dockerconfigjson Secrets: a private registry
 
 
 class SkyPilotStorage(_Section):

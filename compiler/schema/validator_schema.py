@@ -10,7 +10,7 @@ from . import formats, records
 
 PYDANTIC = '2.14.4'
 PYDANTIC_CORE = '2.50.5'
-KEY = '7fd0d348ce6c4feb7cb8268be588d3fc'
+KEY = '5f3afc3748984c9cb18618e2857c6f4d'
 
 
 def schema() -> dict[str, Any]:
