@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from compiler.stages import compile_spec
+from compiler.one_pass import compile_spec
 from helpers import REPO, compile_text
 from kube_schema import trainer_schemas
 

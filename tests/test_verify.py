@@ -379,7 +379,7 @@ def test_skipped_iterations_fail_only_where_no_loss_scaler_explains_them(tmp_pat
 def _large(tmp_path, workers=1024, gpus=16):
     """specs/pretrain-mock.yaml (a small GPT, pretrain_gpt.py) on `workers` x `gpus` GPUs."""
     from compiler.load.override import Override
-    from compiler.stages import compile_spec
+    from compiler.one_pass import compile_spec
 
     sets = (f"resources.workers={workers}", f"resources.gpus_per_worker={gpus}",
             f"training.batch.global={4 * workers * gpus}")
