@@ -55,15 +55,10 @@ def test_megatrons_theoretical_figures_equal_its_log(log):
     assert [est.weights_and_optimizer_mb, est.activations_mb, est.megatron_theoretical_total_mb] == printed
 
 
-# fp16 runs: Megatron's printed theoretical figure counts 18 bytes a parameter whatever the precision,
-# the estimator's fp16 total 16 (issue 28: fp16 keeps main_grad in fp16); the table shows both.
-FP16 = {"gpu-nan-fp16"}
-
-
 def test_every_log_is_in_the_table():
     assert len(ROWS) == 29 + len(table.failed_runs()) and {r.run for r in ROWS} >= {log.parent.name for log in LOGS}
     assert {r.run for r in ROWS} >= {name for name, _, _ in table.failed_runs()} and len(table.failed_runs()) >= 5
-    assert all(r.logged_theoretical_total_mb in (None, r.theoretical_total_mb) for r in ROWS if r.run not in FP16)
+    assert all(r.logged_theoretical_total_mb in (None, r.theoretical_total_mb) for r in ROWS)
 
 
 # --- the peak against the measured runs ----------------------------------------------------------

@@ -30,8 +30,8 @@ MB = 1024 * 1024
 GB = 1000**3
 # The run's logs on shared storage: Megatron's start-up (the argument dump, warnings) and one line
 # per logged iteration, both upper bounds of what the committed H200 logs hold (tests/test_log_sizes.py
-# measures them): 62.7-85.2 kB before the first iteration line (whole files 69.8-92.7 kB) and
-# 360-363 B per iteration line; the first two logged iterations add ~0.7 kB each (the parameter
+# measures them): 61.3-85.2 kB before the first iteration line (whole files 69.8-92.7 kB) and
+# 323-397 B per iteration line; the first two logged iterations add ~0.7 kB each (the parameter
 # counts, the memory report) and the end ~1-4 kB (the checkpoint saves), within the start-up's margin.
 LOG_START_BYTES = 100_000
 LOG_LINE_BYTES = 400
