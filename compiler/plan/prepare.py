@@ -55,7 +55,7 @@ def prepare_plan(spec: JobSpec, facts: Facts) -> PreparePlan | None:
     # and prepare.sh prepares that input again (the tokenizer's files are hashed when it runs).
     manifest = tokenizer_record(data.tokenizer) + (("append_eod", "true" if prepare.append_eod else "false"),)
     model = data.tokenizer.model
-    if model is None and facts.hf is not None:
+    if model is None and facts.hf is not None and spec.init_from is not None:
         model = spec.init_from.huggingface.path  # the tokenizer of the model the job continues
     vocabulary = tuple(value for value in (data.tokenizer.vocab_file, data.tokenizer.merge_file, model)
                        if isinstance(value, str) and value.startswith("/"))
