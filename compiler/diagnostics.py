@@ -148,7 +148,7 @@ CODES: dict[str, str] = {
     "megatron-flag-arity": "a flag given the wrong number of values, or a value no flag takes",
     "megatron-help-flag": "-h/--help, which makes Megatron print its help and exit instead of training",
     "distributed-optimizer-resume": "a distributed-optimizer resume that fails without Apex or TE",
-    "megatron-validate-args": "a raw flag Megatron's parser accepts and its validate_args refuses at start",
+    "megatron-validate-args": "a raw flag Megatron's parser accepts and its validate_args or TransformerConfig refuses at start",
     "megatron-needs-apex-or-te": "a configuration that crashes unless the image has Apex or Transformer Engine",
     "megatron-needs-te": "a configuration that crashes unless the image has Transformer Engine",
     "megatron-needs-apex": "a configuration that crashes unless the image has Apex",

@@ -89,8 +89,10 @@ def test_the_data_names_the_pinned_commit_and_source():
     assert meta["megatron_commit"].startswith("571370c8") and meta["source"] == "megatron/training/arguments.py"
 
 
-@pytest.mark.skipif(not (MEGATRON / "megatron/training/arguments.py").exists(), reason="needs a Megatron-LM "
-                    "checkout at the pinned commit (MEGATRON_LM_DIR, default /work/ext/megatron-lm)")
+@pytest.mark.skipif(not all((MEGATRON / f).exists() for f in (
+    "megatron/training/arguments.py", "megatron/training/argument_utils.py",
+    "megatron/core/transformer/transformer_config.py", "megatron/core/model_parallel_config.py")),
+    reason="needs a Megatron-LM checkout at the pinned commit (MEGATRON_LM_DIR, default /work/ext/megatron-lm)")
 def test_the_data_file_is_fresh():
     spec = importlib.util.spec_from_file_location("mva", REPO / "tools" / "megatron_validate_args.py")
     assert spec is not None and spec.loader is not None
@@ -110,3 +112,33 @@ def test_fp16_keeps_main_grad_in_fp16_16_bytes_per_parameter():
 def test_a_typed_selective_recompute_with_a_method_is_refused_where_megatron_refuses_it():
     r = first(BASE + ["--recompute-granularity", "selective", "--recompute-method", "uniform"])
     assert r is not None and r.line == 1371
+
+
+MOE = BASE + ["--num-experts", "4", "--moe-ffn-hidden-size", "64", "--disable-bias-linear"]
+
+
+def test_top_1_softmax_routing_is_refused_where_transformer_config_refuses_it():
+    r = first(MOE + ["--moe-router-topk", "1"])
+    assert r is not None and r.where == "megatron/core/transformer/transformer_config.py:2112"
+    assert not r.in_validate_args and "moe_router_topk" in r.reads and "pre-softmax" in r.message
+    assert first(MOE + ["--moe-router-topk", "1", "--moe-router-pre-softmax"]) is None
+    assert first(MOE + ["--moe-router-topk", "1", "--moe-router-score-function", "sigmoid"]) is None
+    assert first(MOE + ["--moe-router-topk", "2"]) is None
+
+
+def test_config_fields_come_from_their_renamed_dests():
+    # fp8_param is --fp8-param-gather (core_transformer_config_from_args renames it)
+    r = first(BASE + ["--fp8-param-gather"])
+    assert r is not None and r.where.endswith("transformer_config.py:1298") and "fp8_param_gather" in r.reads
+    assert first(BASE + ["--fp8-param-gather", "--fp8-format", "hybrid"]) is None
+
+
+def test_another_config_class_or_an_unknown_field_refuses_nothing():
+    # multi-latent attention picks MLATransformerConfig (other defaults, its own __post_init__): not judged
+    assert all(r.in_validate_args for r in refusals(arg_values(MOE + ["--moe-router-topk", "1",
+                                                                      "--multi-latent-attention"])[0], 8))
+    from compiler.megatron import validate
+    config = validate._data()["config"]
+    assert config["fields"]["num_query_groups"] is None  # set under an `if` there: unknown
+    assert config["fields"]["num_moe_experts"] == "args.num_experts"
+    assert [p["class"] for p in config["programs"]] == ["ModelParallelConfig", "TransformerConfig"]

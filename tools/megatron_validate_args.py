@@ -85,8 +85,34 @@ def _argparse_defaults(tree: ast.Module) -> dict[str, Any]:
     return {k: v for k, v in out.items() if k not in conflicts}
 
 
-def _dataclass_defaults(root: Path) -> dict[str, Any]:
-    """field name -> default of the dataclass fields behind ArgumentGroupFactory (literal ones only)."""
+def _dataclass_defaults(root: Path, factory_classes: dict[str, frozenset[str] | None] | None = None) -> dict[str, Any]:
+    """field name -> default of the dataclass fields behind ArgumentGroupFactory (literal ones only). A
+    field of a class arguments.py hands to ArgumentGroupFactory is that flag's default: it wins over a
+    field of the same name in another class (MLATransformerConfig's multi_latent_attention = True)."""
+    if factory_classes:
+        behind = _dataclass_defaults(root)  # every class, conflicts dropped
+        own = _dataclass_defaults_of(root, lambda name: factory_classes.get(name) is not None)
+        excluded = {f for ex in factory_classes.values() for f in ex or ()}
+        return dict(sorted({**behind, **{k: v for k, v in own.items() if k not in excluded}}.items()))
+    return _dataclass_defaults_of(root, lambda name: True)
+
+
+def _factory_classes(tree: ast.Module) -> dict[str, frozenset[str] | None]:
+    """The classes arguments.py builds flags from (`ArgumentGroupFactory(X, exclude=...)`) -> the fields
+    they exclude (None where the exclude list is not a literal here: that class wins nothing)."""
+    lists = {t.id: _literal(n.value) for n in ast.walk(tree) if isinstance(n, ast.Assign)
+             for t in n.targets if isinstance(t, ast.Name)}
+    out: dict[str, frozenset[str] | None] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and ast.unparse(n.func) == "ArgumentGroupFactory" and n.args \
+                and isinstance(n.args[0], ast.Name):
+            ex = _kw(n, "exclude")
+            value = [] if ex is None else lists.get(ex.id, _MISSING) if isinstance(ex, ast.Name) else _literal(ex)
+            out[n.args[0].id] = frozenset(value) if isinstance(value, list) and n.args[0].id not in out else None
+    return out
+
+
+def _dataclass_defaults_of(root: Path, wanted: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     conflicts: set[str] = set()
     files: list[Path] = []
@@ -95,7 +121,7 @@ def _dataclass_defaults(root: Path) -> dict[str, Any]:
         files += sorted(p.rglob("*.py")) if p.is_dir() else ([p] if p.exists() else [])
     for path in files:
         for cls in ast.walk(ast.parse(path.read_text())):
-            if not isinstance(cls, ast.ClassDef):
+            if not isinstance(cls, ast.ClassDef) or not wanted(cls.name):
                 continue
             for stmt in cls.body:
                 if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
@@ -184,7 +210,8 @@ def _passes_args(stmt: ast.stmt) -> list[ast.Call]:
     """The calls in a statement that hand `args` itself to a function (which may change it)."""
     return [n for n in ast.walk(stmt) if isinstance(n, ast.Call)
             and ast.unparse(n.func) not in ("getattr", "hasattr", "isinstance", "vars", "print", "print_rank_0")
-            and any(isinstance(a, ast.Name) and a.id == "args" for a in n.args)]
+            and (any(isinstance(a, ast.Name) and a.id == "args" for a in n.args)
+                 or isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) and n.func.value.id == "args")]
 
 
 def _reads(node: ast.AST) -> list[str]:
@@ -326,7 +353,7 @@ def extract(root: Path) -> dict[str, Any]:
     FUNCTIONS.clear()
     FUNCTIONS.update(_imported_functions(root, tree))
     FUNCTIONS.update({n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)})
-    defaults = _dataclass_defaults(root)
+    defaults = _dataclass_defaults(root, _factory_classes(tree))
     defaults.update(_argparse_defaults(tree))
     return {
         "format": 1, "megatron_commit": PINNED_COMMIT, "source": ARGS_FILE,
@@ -335,7 +362,90 @@ def extract(root: Path) -> dict[str, Any]:
         "defaults": dict(sorted(defaults.items())),
         "script_defaults": _script_defaults(root),
         "program": _block(fn.body, lines),
+        "config": extract_config(root),
     }
+
+
+# --- TransformerConfig.__post_init__ (and ModelParallelConfig's, which it calls first) ------------------
+
+CONFIG_BUILDER = ("megatron/training/argument_utils.py", "core_transformer_config_from_args")
+CONFIG_CLASSES = (("megatron/core/model_parallel_config.py", "ModelParallelConfig"),
+                  ("megatron/core/transformer/transformer_config.py", "TransformerConfig"))
+
+
+class _SelfIsArgs(ast.NodeTransformer):
+    """`self.F` -> `args.F`: the interpreter reads a config field as it reads a dest."""
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return ast.copy_location(ast.Name("args", node.ctx), node) if node.id == "self" else node
+
+
+def _is_super_post_init(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and ast.unparse(stmt) == "super().__post_init__()"
+
+
+def _class(root: Path, rel: str, name: str) -> ast.ClassDef:
+    return next(n for n in ast.parse((root / rel).read_text()).body if isinstance(n, ast.ClassDef) and n.name == name)
+
+
+def _config_fields(root: Path) -> dict[str, str | None]:
+    """Each field of TransformerConfig (its own and ModelParallelConfig's) -> the expression over args
+    core_transformer_config_from_args gives it (`args.F` where it copies the dest of the same name), or
+    None where that is not one expression (set under an `if`, popped, or read from elsewhere)."""
+    names = sorted({s.target.id for rel, cls in CONFIG_CLASSES for s in _class(root, rel, cls).body
+                    if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)})
+    tree = ast.parse((root / CONFIG_BUILDER[0]).read_text())
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == CONFIG_BUILDER[1])
+    top: dict[str, str | None] = {}
+    nested: set[str] = set()
+    for stmt in fn.body:
+        for node in ast.walk(stmt):
+            key: str | None = None
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "kw_args" \
+                    and isinstance(node.ctx, ast.Store) and isinstance(node.slice, ast.Constant):
+                key = str(node.slice.value)
+            elif isinstance(node, ast.Call) and ast.unparse(node.func) == "kw_args.pop" and node.args \
+                    and isinstance(node.args[0], ast.Constant):
+                key = str(node.args[0].value)
+            if key is None:
+                continue
+            simple = isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and stmt.targets[0] is node
+            if simple and isinstance(stmt, ast.Assign):
+                top[key] = ast.unparse(stmt.value)
+            else:
+                nested.add(key)
+    return {f: None if f in nested else top.get(f, f"args.{f}") for f in names}
+
+
+def _config_applies_when(root: Path) -> list[str]:
+    """The tests under which core_transformer_config_from_args picks another config class (with its own
+    __post_init__ and field defaults): the checks here are judged only where each is known false."""
+    tree = ast.parse((root / CONFIG_BUILDER[0]).read_text())
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == CONFIG_BUILDER[1])
+    return [ast.unparse(s.test) for s in fn.body if isinstance(s, ast.If)
+            and any(isinstance(t, ast.Name) and t.id == "config_class" for b in s.body for t in ast.walk(b))]
+
+
+def extract_config(root: Path) -> dict[str, Any]:
+    """ModelParallelConfig.__post_init__ then TransformerConfig.__post_init__ (which calls it first), as
+    programs over the config's fields (`args.F` in the program is the field F)."""
+    programs = []
+    for i, (rel, name) in enumerate(CONFIG_CLASSES):
+        cls = _class(root, rel, name)
+        fn = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__post_init__")
+        body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        if i:  # the subclass must call its parent's first, or running the two in order would be a guess
+            if not body or not _is_super_post_init(body[0]):
+                raise SystemExit(f"{rel}: {name}.__post_init__ does not start with super().__post_init__()")
+            body = body[1:]
+        FUNCTIONS.clear()
+        FUNCTIONS.update({f"args.{m.name}": _SelfIsArgs().visit(m) for m in cls.body if isinstance(m, ast.FunctionDef)})
+        renamed = [_SelfIsArgs().visit(s) for s in body]
+        program = json.loads(json.dumps(_block(renamed, [])).replace("{args.", "{self."))  # messages as written
+        programs.append({"source": rel, "class": name, "function_lines": [fn.lineno, fn.end_lineno],
+                         "program": program})
+    return {"builder": f"{CONFIG_BUILDER[0]}:{CONFIG_BUILDER[1]}", "applies_when": _config_applies_when(root),
+            "fields": _config_fields(root), "programs": programs}
 
 
 def render(data: dict[str, Any]) -> str:

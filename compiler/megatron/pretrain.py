@@ -91,6 +91,9 @@ class PipelineSplit(NamedTuple):
 # The lines of megatron/training/arguments.py that pipeline_split_refusal reproduces (the generic
 # validate_args check leaves them to it).
 SPLIT_SOURCE_LINES = (934, 947, 951, 976, 981, 985)
+# The lines of TransformerConfig.__post_init__ (transformer_config.py) pipeline_split_refusal words in
+# the spec's terms: the ranges its SplitRefusal sources below cite.
+SPLIT_CONFIG_SOURCE_LINES = (*range(1699, 1710), *range(1773, 1794), *range(1811, 1816), *range(1819, 1824))
 
 
 class SplitRefusal(NamedTuple):

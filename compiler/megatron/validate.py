@@ -10,6 +10,11 @@ with three-valued logic: a test that reads anything not known here (a value no l
 gives, a call such as is_te_min_version, an enum) is unknown, and an unknown test refuses nothing.
 So a refusal reported here is one Megatron makes whatever the image holds.
 
+The same data holds TransformerConfig.__post_init__ (ModelParallelConfig's first), whose raises stop
+the model's construction: each config field is the expression core_transformer_config_from_args gives
+it over the arguments validate_args left (`args.F` for the dest of the same name, a rename, or none:
+unknown); nothing is judged where another config class may be picked (multi-latent attention).
+
 Stdlib only; the data loads once, lazily.
 """
 
@@ -36,15 +41,21 @@ UNKNOWN: Any = _Unknown()
 
 
 class Refusal(NamedTuple):
-    """validate_args stops here: its source line, what it says, and the dests its test read."""
+    """validate_args (or TransformerConfig.__post_init__, SOURCE) stops here: its source line, what it
+    says, and the dests its test read."""
 
     line: int
     message: str
     reads: tuple[str, ...]
+    source: str = ""  # "" is validate_args' file
 
     @property
     def where(self) -> str:
-        return f"{_data()['source']}:{self.line}"
+        return f"{self.source or _data()['source']}:{self.line}"
+
+    @property
+    def in_validate_args(self) -> bool:
+        return not self.source
 
 
 @functools.lru_cache(maxsize=1)
@@ -285,7 +296,34 @@ def refusals(values: dict[str, Any], world_size: int, limit: int = 8) -> list[Re
     state = _State(dict(values, rank=0, world_size=world_size))
     state.keep_going = True
     _run(_data()["program"], state)
+    if not state.lost:
+        state.found += _config_refusals(state)
     return state.found[:limit]
+
+
+def _config_refusals(after: _State) -> list[Refusal]:
+    """What TransformerConfig.__post_init__ (ModelParallelConfig's first) refuses for the config that
+    core_transformer_config_from_args builds from the arguments as validate_args left them: each field's
+    value is its expression over args, UNKNOWN where the data has none; nothing is judged where another
+    config class may be picked. Reads are reported as the dests the fields come from."""
+    config = _data()["config"]
+    if any(_eval(_parse(test), after) is not False for test in config["applies_when"]):
+        return []
+    fields: dict[str, Any] = {f: UNKNOWN if expr is None else _eval(_parse(expr), after)
+                              for f, expr in config["fields"].items()}
+    state = _State(fields)
+    state.keep_going = True
+    for part in config["programs"]:
+        found_before = len(state.found)
+        _run(part["program"], state)
+        state.found[found_before:] = [r._replace(source=part["source"]) for r in state.found[found_before:]]
+        if state.lost:
+            break
+
+    def dests(field: str) -> tuple[str, ...]:
+        expr = config["fields"].get(field)
+        return dests_read(expr) if expr else ()
+    return [r._replace(reads=tuple(sorted({d for f in r.reads for d in dests(f)}))) for r in state.found]
 
 
 # --- for the doctor: a refusal seen in a log, back to its statement ----------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ...diagnostics import Diagnostic, Severity
-from ...megatron.pretrain import SPLIT_SOURCE_LINES, PipelineSplit, pipeline_split_refusal
+from ...megatron.pretrain import SPLIT_CONFIG_SOURCE_LINES, SPLIT_SOURCE_LINES, PipelineSplit, pipeline_split_refusal
 from ...megatron.flags import FLAGS, Row
 from ..context import RuleContext
 
@@ -96,6 +96,9 @@ def check_pipeline_split(ctx: RuleContext) -> Iterator[Diagnostic]:
 # megatron-experts 1487-1488; parallel-divisibility 425). Every other refusal is reported here.
 TYPED_RULE_LINES = frozenset({425, 710, 1230, 1232, 1234, 1237, 1244, 1246, 1248, 1251, 1283, 1287, 1299, 1305,
                               1487, 1488}) | frozenset(SPLIT_SOURCE_LINES)
+# The lines of TransformerConfig.__post_init__ (transformer_config.py) the typed rules already report:
+# megatron-heads-tp 1196, megatron-experts 1327, and the pipeline split (megatron-layers-pp).
+TYPED_RULE_CONFIG_LINES = frozenset({1196, 1327}) | frozenset(SPLIT_CONFIG_SOURCE_LINES)
 
 
 def _typed_field(dest: str) -> tuple[str, ...] | None:
@@ -118,24 +121,26 @@ def check_validate_args(ctx: RuleContext) -> Iterator[Diagnostic]:
     where = {d: i - len(typed) for d, i in at.items() if i >= len(typed)}
     for refusal in refusals(values, ctx.facts.layout.world):
         raw = sorted(where[d] for d in refusal.reads if d in where)
+        who = "validate_args" if refusal.in_validate_args else "TransformerConfig"
+        typed_lines = TYPED_RULE_LINES if refusal.in_validate_args else TYPED_RULE_CONFIG_LINES
         if raw:
             index = raw[0]
             flags = ", ".join(dict.fromkeys(t.args[i].split("=", 1)[0] for i in raw))
-            if refusal.line in SPLIT_SOURCE_LINES:
+            if refusal.line in (SPLIT_SOURCE_LINES if refusal.in_validate_args else SPLIT_CONFIG_SOURCE_LINES):
                 continue
             yield ctx.locate(
-                "megatron-validate-args", f"training.args[{index}]: Megatron's validate_args refuses {flags} at "
+                "megatron-validate-args", f"training.args[{index}]: Megatron's {who} refuses {flags} at "
                 f"start on every rank ({refusal.where} at {COMMIT}): {refusal.message}", ("training", "args", index),
                 hint=_validate_hint(refusal.message, flags))
             return
-        if refusal.line in TYPED_RULE_LINES:
+        if refusal.line in typed_lines:
             continue
         fields = [p for p in (_typed_field(d) for d in refusal.reads) if p is not None]
         if not fields:
             continue
         names = ", ".join(dict.fromkeys(".".join(p) for p in fields))
         yield ctx.locate(
-            "megatron-validate-args", f"{names}: Megatron's validate_args refuses this at start on every rank "
+            "megatron-validate-args", f"{names}: Megatron's {who} refuses this at start on every rank "
             f"({refusal.where} at {COMMIT}): {refusal.message}", fields[0], hint=f"change {names} so that Megatron's "
             f"check holds" + (f": `{refusal.message[7:]}`" if refusal.message.startswith("assert ") else ""))
         return
