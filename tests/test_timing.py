@@ -286,3 +286,16 @@ def test_performance_doc_is_what_the_tool_writes() -> None:
     perfdoc, published = _tool("perfdoc"), _tool("published_check")
     text = perfdoc.render(VALIDATION, published.check())  # type: ignore[attr-defined]
     assert (REPO / "docs" / "performance-model.md").read_text() == text
+
+
+def test_expert_all_to_alls_carry_the_ranks_own_tokens() -> None:
+    # Each rank dispatches the tokens it holds: with sequence parallel the s/tp slice, top-k copies,
+    # (ep-1)/ep of them leaving the rank. TP 8 with SP sends an eighth of what TP 1 sends per rank.
+    moe = LLAMA8B._replace(num_experts=64, moe_router_topk=8, moe_ffn_hidden_size=2048)
+    base = dict(data=8, global_batch=64, gpus_per_worker=8, workers=8, expert=8, rdma=True)
+    tp1 = step(moe, **base)
+    tp8 = step(moe, tensor=8, sequence_parallel=True, **base)
+    tokens = moe.seq_length * moe.hidden_size * 2  # one micro batch's activation, bf16
+    for result, held in ((tp1, tokens), (tp8, tokens / 8)):
+        routed = held * 8 * 7 / 8
+        assert f"{routed / 2**20:.1f} MiB of routed tokens" in result.term("ep").note

@@ -109,7 +109,11 @@ def communication(args: Any, par: Any, gpu: Gpu, layers: int, params: float, rec
                     if pp > 1 else "no pipeline parallelism"))
     if par.expert > 1 and args.num_experts is not None:
         bw, lat, where = _link(gpu, par, par.expert * tp, stride=tp)
-        routed = activation * args.moe_router_topk * (par.expert - 1) / par.expert
+        # Each rank dispatches the tokens it holds: with sequence parallel (which Megatron requires for
+        # MoE with TP > 1) its s/tp slice of the sequence, each sent to top-k experts, (ep-1)/ep of them
+        # to other ranks (token_dispatcher.py's all-to-all over the expert group)
+        routed = message * args.moe_router_topk * (par.expert - 1) / par.expert
         ep_s = layers * m * 4 * (lat + routed / (bw * 1e9 * LINK_EFFICIENCY))
-        out.append(Comm("ep", ep_s, ep_s, f"4 all-to-alls of the routed tokens per MoE layer and micro batch over {where}"))
+        out.append(Comm("ep", ep_s, ep_s, f"4 all-to-alls of {routed / 2**20:.1f} MiB of routed tokens per MoE layer "
+                        f"and micro batch over {where}"))
     return out
