@@ -278,6 +278,10 @@ def test_job_sbatch_runs_two_nodes_of_torchrun_under_slurm(slurm_cluster: SlurmC
     code, out, elapsed = _sbatch_wait(slurm_cluster, job, env)
     assert code == 0, out
     assert "job.sbatch: srun exited with status 0" in out
+    # Slurm's own order of the allocation (both nodes): what `scontrol show hostnames` lists first
+    partition = slurm_cluster.run(["sinfo", "-h", "-o", "%N"]).stdout.strip()
+    first_node = slurm_cluster.run(["scontrol", "show", "hostnames", partition]).stdout.split()[0]
+    assert first_node in slurm_cluster.nodes
     seen = set()
     for node in (0, 1):
         log = (run_root / "nodes" / f"node-{node}" / "train.log").read_text()
@@ -291,8 +295,9 @@ def test_job_sbatch_runs_two_nodes_of_torchrun_under_slurm(slurm_cluster: SlurmC
         runtime = (run_root / "nodes" / f"node-{node}" / "runtime.txt").read_text()
         assert f"node_rank: {node}\n" in runtime and "nnodes: 2\n" in runtime
         # both slurmd run on this host under distinct node names: the rendezvous host every node was
-        # given must be the allocation's first node by name, so pointing it at another node fails here
-        assert f"master_addr: {slurm_cluster.nodes[0]}\n" in runtime, runtime
+        # given must be the allocation's first node as Slurm orders it (node 0), so pointing it at
+        # another node fails here
+        assert f"master_addr: {first_node}\n" in runtime, runtime
     assert seen == {0, 1, 2, 3}
     pyxis = (tmp_path / "pyxis-args").read_text().splitlines()
     assert any(a.startswith("--container-image=") for a in pyxis) and "--no-container-mount-home" in pyxis

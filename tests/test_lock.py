@@ -49,6 +49,8 @@ def write_spec(directory: Path, base: str, platform: str = "linux/amd64", regist
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "base.yaml").write_text(
         "version: 1\n"
+        "megatron:\n"
+        "  commit: 571370c829ca768fe37244f4e2e7f28d8accc4ab\n"
         "image:\n"
         f"  base: {base}\n"
         f"  platform: {platform}\n"
