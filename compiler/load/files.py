@@ -41,15 +41,26 @@ def kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_regular(path: str, limit: int) -> bytes:
-    """The bytes of the regular file at `path` (symlinks followed); Refused when it is something else
-    or larger than `limit` bytes, FileNotFoundError/OSError as open() raises them."""
+def _open_regular(path: str) -> tuple[int, os.stat_result]:
+    """A descriptor of the regular file at `path` and its stat, opened without blocking (a FIFO is
+    not waited on); Refused, with the descriptor closed, when it is something else."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise Refused(path, f"it is {kind(info.st_mode)}, not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info
+
+
+def read_regular(path: str, limit: int) -> bytes:
+    """The bytes of the regular file at `path` (symlinks followed); Refused when it is something else
+    or larger than `limit` bytes, FileNotFoundError/OSError as open() raises them."""
+    fd, info = _open_regular(path)
+    try:
         if info.st_size > limit:
             raise Refused(path, f"it is {info.st_size} bytes, more than the {limit} a file of this kind may hold")
         chunks: list[bytes] = []
@@ -70,12 +81,8 @@ def read_regular(path: str, limit: int) -> bytes:
 def read_tail(path: str, limit: int) -> bytes:
     """The last `limit` bytes of the regular file at `path` (all of a smaller one); Refused when it is
     not a regular file: a log that is a FIFO or a device is not waited on."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
+    fd, info = _open_regular(path)
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise Refused(path, f"it is {kind(info.st_mode)}, not a regular file")
         if info.st_size > limit:
             os.lseek(fd, info.st_size - limit, os.SEEK_SET)
         chunks: list[bytes] = []
