@@ -58,19 +58,25 @@ class SlurmCluster:
         return subprocess.run(list(argv), env=env, cwd=cwd, text=True, capture_output=True,
                               timeout=timeout, check=False)
 
-    def job_record(self, job_id: str, timeout: float = 15.0) -> dict[str, str]:
-        """The finished job's fields (JobState, ExitCode, NodeList, ...) from the job completion log."""
-        deadline = time.monotonic() + timeout
+    def finished(self, job_id: str) -> dict[str, str] | None:
+        """The job's fields (JobState, ExitCode, NodeList, ...) from the job completion log once it
+        has ended; None while it has not."""
         log = self.root / "jobcomp.log"
-        while True:
-            text = log.read_text(errors="replace") if log.exists() else ""
-            for line in text.splitlines():
-                fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
-                if fields.get("JobId") == job_id:
-                    return fields
+        text = log.read_text(errors="replace") if log.exists() else ""
+        for line in text.splitlines():
+            fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+            if fields.get("JobId") == job_id:
+                return fields
+        return None
+
+    def job_record(self, job_id: str, timeout: float = 15.0) -> dict[str, str]:
+        """The finished job's fields from the job completion log, waiting up to `timeout` for them."""
+        deadline = time.monotonic() + timeout
+        while (fields := self.finished(job_id)) is None:
             if time.monotonic() > deadline:
-                raise AssertionError(f"job {job_id} is not in {log}:\n{text}")
+                raise AssertionError(f"job {job_id} is not in {self.root / 'jobcomp.log'}")
             time.sleep(0.2)
+        return fields
 
     def log_tails(self, lines: int = 30) -> str:
         """The last lines of every daemon log, for failure messages."""

@@ -3,26 +3,20 @@ and specs/tp2-dp2-k8s.yaml, in generated/; tests/fixtures/engines/tp2-dp2 keeps 
 targets they were built to). Checked here: both scripts are valid bash
 and shellcheck-clean; job.sbatch asks Slurm for what the spec says and `sbatch --test-only` on the
 test cluster accepts it; trainjob.yaml passes the Trainer v2.3.0 schema with its CEL and webhook
-rules; and job.sbatch itself runs on the 2-node test cluster with the real torchrun (CPU, gloo),
-pyxis replaced by a recording shim because the test cluster has no enroot.
+rules. tests/test_slurm_job.py runs job.sbatch itself on the 2-node test cluster.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import socket
-import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from helpers import GLOO_ALL_REDUCE
 from kube_schema import trainer_schemas
 from slurm_cluster import SlurmCluster
 
@@ -190,134 +184,6 @@ def test_sbatch_test_only_refuses_job_sbatch_asking_for_more_than_the_cluster_ha
     result = slurm_cluster.run(["sbatch", "--test-only", override, str(JOB_SBATCH)])
     assert result.returncode != 0
     assert refusal in result.stderr, result.stderr
-
-
-# --- job.sbatch on the test cluster ----------------------------------------------------------------
-
-TRAIN = GLOO_ALL_REDUCE + '''if os.environ.get("FAIL_RANK") == str(rank):
-    print(f"rank {rank} fails on purpose", flush=True)
-    sys.exit(3)
-dist.barrier()
-dist.destroy_process_group()
-print(f"rank {rank} done", flush=True)
-'''
-
-# pyxis is a SPANK plugin of srun that Debian does not package: this stand-in records the options
-# the batch script gave srun and runs the real srun without the container ones (no enroot here).
-PYXIS_SHIM = '''#!/bin/bash
-printf '%s\\n' "$@" >"$PYXIS_RECORD"
-args=()
-for arg in "$@"; do
-  case "$arg" in
-    --container-* | --no-container-*) ;;
-    *) args+=("$arg") ;;
-  esac
-done
-exec {srun} "${{args[@]}}"
-'''
-
-
-def _write_exe(path: Path, text: str) -> None:
-    path.write_text(text)
-    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stage(tmp_path: Path) -> tuple[Path, dict[str, str], Path]:
-    """job.sbatch with its storage and Megatron paths under tmp_path, plus the job's environment."""
-    pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0, the CPU build)")
-    spec = _spec()
-    mount, root = spec["storage"]["mount_path"], spec["megatron"]["root"]
-    megatron = tmp_path / "Megatron-LM"
-    (megatron / "megatron" / "core" / "datasets").mkdir(parents=True)
-    (megatron / "megatron" / "__init__.py").write_text("")
-    (megatron / "megatron" / "core" / "__init__.py").write_text("")
-    (megatron / "megatron" / "core" / "datasets" / "Makefile").write_text("default:\n\t@echo helper built\n")
-    (megatron / "examples").mkdir()
-    (megatron / spec["training"]["script"]).write_text(TRAIN)
-    # no container here: the host's path of the storage (the mount's SRC) is the same directory
-    source = spec["slurm"]["container"]["mounts"][0].split(":")[0]
-    (tmp_path / "mnt").mkdir()
-    (tmp_path / "host-storage").symlink_to(tmp_path / "mnt")
-    script = (JOB_SBATCH.read_text().replace(mount, str(tmp_path / "mnt")).replace(source, str(tmp_path / "host-storage"))
-              .replace(root, str(megatron)))
-    job = tmp_path / "job.sbatch"
-    job.write_text(script)
-    run_root = Path(spec["storage"]["run_root"].replace(mount, str(tmp_path / "mnt")))
-    run_root.mkdir(parents=True)  # sbatch opens --output there before the script runs
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    srun = shutil.which("srun")
-    assert srun, "srun is not installed"
-    _write_exe(bin_dir / "srun", PYXIS_SHIM.format(srun=srun))
-    _write_exe(bin_dir / "nvidia-smi", 'printf "0\\n1\\n"\n')
-    env = {"PATH": os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
-           "PYXIS_RECORD": str(tmp_path / "pyxis-args"), "MASTER_PORT": str(_free_port()),
-           "MEGATRON_COMMIT": MEGATRON_COMMIT, "PYTHONPATH": str(megatron), "OMP_NUM_THREADS": "1"}
-    return job, env, run_root
-
-
-def _sbatch_wait(cluster: SlurmCluster, job: Path, env: dict[str, str]) -> tuple[int, str, float]:
-    start = time.monotonic()
-    result = cluster.run(["sbatch", "--wait", "--parsable", str(job)], extra_env=env, cwd=job.parent, timeout=240)
-    elapsed = time.monotonic() - start
-    job_id = result.stdout.strip().split(";")[0]
-    outputs = sorted(job.parent.glob(f"mnt/**/slurm-{job_id}.out"))
-    text = outputs[0].read_text() if outputs else "(no slurm output file)"
-    return result.returncode, f"{text}\nsbatch: {result.stdout}{result.stderr}", elapsed
-
-
-def test_job_sbatch_runs_two_nodes_of_torchrun_under_slurm(slurm_cluster: SlurmCluster, tmp_path: Path):
-    assert len(set(slurm_cluster.nodes)) == 2  # two node names, so MASTER_ADDR names one of them
-    job, env, run_root = _stage(tmp_path)
-    code, out, elapsed = _sbatch_wait(slurm_cluster, job, env)
-    assert code == 0, out
-    assert "job.sbatch: srun exited with status 0" in out
-    # Slurm's own order of the allocation (both nodes): what `scontrol show hostnames` lists first
-    partition = slurm_cluster.run(["sinfo", "-h", "-o", "%N"]).stdout.strip()
-    first_node = slurm_cluster.run(["scontrol", "show", "hostnames", partition]).stdout.split()[0]
-    assert first_node in slurm_cluster.nodes
-    seen = set()
-    for node in (0, 1):
-        log = (run_root / "nodes" / f"node-{node}" / "train.log").read_text()
-        for local in (0, 1):
-            rank = node * 2 + local
-            # 0 + 1 + 2 + 3: every rank of both nodes joined one gloo group of nodes x GPUs = 4.
-            assert f"rank {rank} of world 4: all_reduce sum 6" in log, log
-            assert f"rank {rank} done" in log
-            seen.add(rank)
-        assert (run_root / "nodes" / f"node-{node}" / "exit_status").read_text() == "0\n"
-        runtime = (run_root / "nodes" / f"node-{node}" / "runtime.txt").read_text()
-        assert f"node_rank: {node}\n" in runtime and "nnodes: 2\n" in runtime
-        # both slurmd run on this host under distinct node names: the rendezvous host every node was
-        # given must be the allocation's first node as Slurm orders it (node 0), so pointing it at
-        # another node fails here
-        assert f"master_addr: {first_node}\n" in runtime, runtime
-    assert seen == {0, 1, 2, 3}
-    pyxis = (tmp_path / "pyxis-args").read_text().splitlines()
-    assert any(a.startswith("--container-image=") for a in pyxis) and "--no-container-mount-home" in pyxis
-    assert "--kill-on-bad-exit=1" in pyxis and "--ntasks-per-node=1" in pyxis
-    print(f"job.sbatch on 2 Slurm nodes x 2 gloo ranks: {elapsed:.1f} s")
-
-
-def test_a_failing_rank_on_the_second_node_fails_the_job_quickly(slurm_cluster: SlurmCluster, tmp_path: Path):
-    # Rank 3 lives on node 1, whose torchrun does not host the rendezvous store: without srun's
-    # --kill-on-bad-exit, node 0's torchrun would wait out its 300 s exit barrier.
-    job, env, run_root = _stage(tmp_path)
-    code, out, elapsed = _sbatch_wait(slurm_cluster, job, {**env, "FAIL_RANK": "3"})
-    assert code != 0, out
-    status = re.search(r"job\.sbatch: srun exited with status (\d+)", out)
-    assert status and status.group(1) != "0", out
-    node1 = run_root / "nodes" / "node-1"
-    assert "rank 3 fails on purpose" in (node1 / "train.log").read_text()
-    assert (node1 / "exit_status").read_text().strip() not in ("", "0")
-    assert elapsed < 120, f"the failing job took {elapsed:.0f} s: the other node was not stopped"
-    print(f"failing job.sbatch: {elapsed:.1f} s")
 
 
 @pytest.mark.parametrize("job", sorted((REPO / "generated").glob("*/job.sbatch")), ids=lambda p: p.parent.name)
