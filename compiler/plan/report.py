@@ -10,7 +10,6 @@ from ..megatron.data import (LEVEL, TOKENS_PER_INPUT_BYTE, TOKENS_PER_SECOND_MAX
 from ..megatron.fp8 import PUBLISHED_STEP_RATIO_SOURCE, recipe_of
 from ..megatron.parallel import RANK_ORDER, RankLayout
 from ..megatron.performance import resolve
-from ..megatron.timing import FP8_GEMM_FACTOR
 from ..megatron.runfiles import RUN_CHECKPOINT_DIR, EXIT_RECORD, RUNTIME_RECORD, TRAIN_LOG
 from ..megatron.flags import STOP_FLAGS
 from ..megatron.stop import FIRST_SAVE_S, GRACE_MARGIN_S, SAVE_SHARE, SIGNAL, START_MARGIN_S, minutes
@@ -122,6 +121,8 @@ def performance_section(t: Any, data_parallel: int) -> ReportSection:
     rows = list(resolve(t, data_parallel).reasons)
     recipe = recipe_of(t)
     if recipe is not None:
+        from ..megatron.timing import FP8_GEMM_FACTOR  # deferred: FP8 specs only: the step-time model
+
         rows.append(("FP8", f"format {recipe.format}, recipe {recipe.recipe}, amax history {recipe.amax_history_len} "
                             f"({recipe.amax_compute_algo}), on a BF16 base, through Transformer Engine"))
         rows.append(("FP8 step time", f"the time estimate takes FP8 GEMMs at {FP8_GEMM_FACTOR:g}x BF16's GEMM time "
