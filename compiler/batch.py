@@ -12,8 +12,9 @@ import shlex
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterator
 
+from .tuples import NamedTuple
 from . import TOOL
 from .diagnostics import Diagnostic, Severity, make_error, summary_line
 from .emit import check_outputs, write_outputs

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from enum import Enum
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Iterable, Sequence
+
+from .tuples import NamedTuple
 
 
 class Severity(str, Enum):

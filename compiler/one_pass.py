@@ -6,8 +6,9 @@ load only for a compile with --set (schema/models.py), as a validated spec is ma
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
+from .tuples import NamedTuple
 from .check.facts import Facts
 from .check.pins import check_pins
 from .check.validate import check

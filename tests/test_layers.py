@@ -14,6 +14,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "compiler"
 # Lower number: lower layer. A module may import its own layer's modules and lower layers only.
 # The wings (megatron, platform) sit below the stages that read them and above what they need.
 LAYERS = {
+    "tuples": -1,  # the NamedTuple base every layer's plain data uses
     "paths": 0, "diagnostics": 0, "__init__": 0, "installation": 0, "tree": 0,
     "load": 1,
     "schema": 2,

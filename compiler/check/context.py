@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, Callable, Iterable
 
+from ..tuples import NamedTuple
 from ..diagnostics import Diagnostic
 from ..load.source import SourceDoc
 from .facts import Facts

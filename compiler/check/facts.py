@@ -7,8 +7,9 @@ and the plan both read facts; neither derives them again.
 from __future__ import annotations
 
 import posixpath
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
+from ..tuples import NamedTuple
 from ..megatron.data import DATA_DIR, Prefix, prefixes
 from ..megatron.flags import Flag, SpecView, flags
 from ..megatron.hf.model import HFModel

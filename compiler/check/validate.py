@@ -8,10 +8,11 @@ one run reports everything it can.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 from pydantic_core import ValidationError
 
+from ..tuples import NamedTuple
 from ..diagnostics import Diagnostic, Severity, dotted
 from ..load.source import SourceDoc, is_identifier
 from ..schema import validator as schema_validator

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, NamedTuple
+from typing import Any
 
+from ..tuples import NamedTuple
 from ..diagnostics import Diagnostic
 from ..load.gitrev import Revision
 from ..megatron.flags import at_default

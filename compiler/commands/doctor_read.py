@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 import re
 import stat
-from typing import NamedTuple
 
+from ..tuples import NamedTuple
 from ..megatron.failures_logs import SKIPPED as SKIPPED_RE
 
 HEAD_BYTES = 4 << 20

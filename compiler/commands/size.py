@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, NamedTuple, TextIO
+from typing import Any, TextIO
 
+from ..tuples import NamedTuple
 from ..load.override import Override
 from ..megatron import divisibility as div
 from ..megatron.memory import estimate

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-from typing import IO, NamedTuple
+from typing import IO
+
+from ..tuples import NamedTuple
 
 DEFAULT_BRANCHES = ("main", "master")
 TIMEOUT_S = 60

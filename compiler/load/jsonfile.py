@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, NamedTuple
+from typing import Any
 
+from ..tuples import NamedTuple
 from . import limits
 
 MAX_DEPTH = 32

@@ -30,9 +30,10 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping
 
 
+from ..tuples import NamedTuple
 from .discover import LOCK_SUFFIX
 from .discover import lock_path as discovered_lock_path
 

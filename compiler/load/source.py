@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any
 
 import yaml
 
+from ..tuples import NamedTuple
 from ..diagnostics import Diagnostic, Span, make_error
 from .inputs import read_bytes
 

@@ -12,7 +12,9 @@ import functools
 import json
 import re
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
+
+from ..tuples import NamedTuple
 
 DATA_FILE = Path(__file__).with_name("data") / "megatron_args.json"
 

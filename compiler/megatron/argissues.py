@@ -7,8 +7,9 @@ the pinned parser's flags (argflags.py).
 from __future__ import annotations
 
 import difflib
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Sequence
 
+from ..tuples import NamedTuple
 from .argflags import _NEGATIVE_NUMBER, _normal, _Surface
 
 WHERE = "training.args"

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Sequence
 
+from ..tuples import NamedTuple
 from .argflags import (
     _NEGATIVE_NUMBER, DATA_FILE, FlagInfo, RemovedFlag, _Surface, _surface, flag_info, known_flag, removed_flag,
     surface_meta,

@@ -12,8 +12,9 @@ check them.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
+from ..tuples import NamedTuple
 from .gpus import LINK_EFFICIENCY, Gpu, worker_network
 
 BF16_BYTES, FP32_BYTES = 2, 4

@@ -12,7 +12,7 @@ an 8-byte version, a 1-byte dtype code, two 8-byte counts, then per sequence a 4
 from __future__ import annotations
 
 import posixpath
-from typing import NamedTuple
+from ..tuples import NamedTuple
 
 PREPROCESS_SCRIPT = "tools/preprocess_data.py"
 LEVEL = "document"

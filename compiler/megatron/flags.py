@@ -9,8 +9,9 @@ megatron/training/arguments.py at the pinned commit 571370c829ca768fe37244f4e2e7
 from __future__ import annotations
 
 import keyword
-from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
+from ..tuples import NamedTuple
 from ..schema.records import Parallelism, Resources, Training
 from .data import Prefix
 from .fp8 import recipe_of

@@ -11,8 +11,9 @@ own function.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
+from ..tuples import NamedTuple
 from ..schema.records import Model
 from .hf.model import HFModel
 from .pretrain import ffn_hidden_size

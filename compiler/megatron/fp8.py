@@ -11,8 +11,9 @@ the local layers never enter it, so a `transformer_impl: local` job would train 
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterator
 
+from ..tuples import NamedTuple
 from .pretrain import ffn_hidden_size
 
 # Which GPUs run which recipe: TE 2.14.1 transformer_engine/pytorch/quantization.py:48-87

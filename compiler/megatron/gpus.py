@@ -12,7 +12,7 @@ RDMA is on or off (resources.rdma), not which NICs a flavor has.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from ..tuples import NamedTuple
 
 
 class Gpu(NamedTuple):

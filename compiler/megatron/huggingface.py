@@ -27,8 +27,9 @@ Pure functions over plain data: no import of the rest of the compiler, no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
+from ..tuples import NamedTuple
 from .hf.common import HFConfigError, UnsupportedArchitecture, boolean, number, pos_int, rope, rope_kind, rotary_base
 from .hf.common import num as _num
 from .hf.families import (MLA_FAMILIES, MOE_FAMILIES, REFUSED_ARCHITECTURES, SUPPORTED_ARCHITECTURES,

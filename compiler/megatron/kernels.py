@@ -13,7 +13,9 @@ avoids it. `needs` is what an image must hold for the configuration to run: "" w
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Sequence
+
+from ..tuples import NamedTuple
 
 
 class RuntimeConfig(NamedTuple):

@@ -27,8 +27,9 @@ the local layer's forward and backward issue (read from the source, not measured
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
+from ..tuples import NamedTuple
 from . import rates
 
 # Kernel launches per layer and micro batch (forward + backward), counted from the local layer spec

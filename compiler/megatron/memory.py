@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
+from ..tuples import NamedTuple
 from . import activations as act
 from .fp8 import fp8_memory
 from .gpus import gpu_of_flavor

@@ -6,7 +6,7 @@ pinned commit): ranks are laid out in the order tp-cp-ep-dp-pp, tensor-parallel 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from ..tuples import NamedTuple
 
 RANK_ORDER = ("tp", "cp", "ep", "dp", "pp")
 

@@ -11,7 +11,9 @@ below says why it is safe.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterator
+
+from ..tuples import NamedTuple
 
 
 class Options(NamedTuple):

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 import posixpath
-from typing import Any, NamedTuple
+from typing import Any
+
+from ..tuples import NamedTuple
 
 PRETRAIN_SCRIPT = "pretrain_gpt.py"
 # Megatron Core's official example, which hard-codes TP=2 and takes no arguments (the seed's scenario).

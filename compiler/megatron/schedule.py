@@ -12,7 +12,7 @@ tests/test_schedule.py holds the port to Megatron's own functions, run on their 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from ..tuples import NamedTuple
 
 
 def pp_rank_microbatches(num_microbatches: int, num_model_chunks: int, group_size: int, pipeline: int,

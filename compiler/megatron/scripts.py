@@ -15,8 +15,8 @@ import difflib
 import posixpath
 from functools import lru_cache
 from pathlib import Path
-from typing import NamedTuple
 
+from ..tuples import NamedTuple
 from . import PINNED_COMMIT
 
 FILES = Path(__file__).resolve().parent / "data" / "megatron_files.txt"

@@ -10,8 +10,9 @@ batches; tests/fixtures/fakepg holds the ranks measured with --fake-process-grou
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
+from ..tuples import NamedTuple
 from . import activations as act
 from .memory import MB, _counts, bytes_per_parameter, position_parameters, shape_of
 from .parallel import ParallelLayout

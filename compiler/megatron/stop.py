@@ -21,8 +21,8 @@ Megatron at the pinned commit 571370c8:
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
+from ..tuples import NamedTuple
 from .flags import STOP_FLAGS, Flag
 
 SIGNAL = "SIGTERM"  # Megatron's default --exit-signal; launch.sh forwards it to every training process

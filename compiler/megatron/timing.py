@@ -23,8 +23,9 @@ scale the GEMMs by the dense peak and the passes by the HBM bandwidth of gpus.py
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
+from ..tuples import NamedTuple
 from . import rates
 from .comm_time import communication
 from .flops import flops_args, flops_split

@@ -25,8 +25,9 @@ import functools
 import json
 import operator
 from pathlib import Path
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Sequence
 
+from ..tuples import NamedTuple
 from .argflags import _surface
 
 DATA_FILE = Path(__file__).parent / "data" / "megatron_validate.json"

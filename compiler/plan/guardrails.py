@@ -11,8 +11,9 @@ Each diagnostic points at the spec's line a fix would change and names the thres
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
+from ..tuples import NamedTuple
 from ..diagnostics import Diagnostic, Severity, make_error
 from ..load.source import SourceDoc
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
+from ..tuples import NamedTuple
 from ..megatron.flags import Flag
 from ..megatron.parallel import ParallelLayout, RankLayout
 from ..platform.engine import Job, NodeEnv

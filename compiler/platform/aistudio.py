@@ -8,8 +8,9 @@ dicts so that pydantic's model machinery stays off the compile path.
 
 from __future__ import annotations
 
-from typing import Any, Final, Iterator, NamedTuple
+from typing import Any, Final, Iterator
 
+from ..tuples import NamedTuple
 from .engine import DEFAULT_MASTER_PORT, Document, DocumentFile, EngineFacts, EnvParam, Finding, NodeEnv, StepRequest
 from ..schema.records import JobSpec
 from .images import ImagePins

@@ -23,8 +23,9 @@ give it a rule in `check` when the engine refuses some values.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Iterator, Protocol, runtime_checkable
 
+from ..tuples import NamedTuple
 from ..schema.records import JobSpec
 from .images import ImagePins
 

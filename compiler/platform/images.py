@@ -22,7 +22,7 @@ Forms, by consumer:
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from ..tuples import NamedTuple
 
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 DOCKER_HUB = "docker.io"

@@ -11,8 +11,9 @@ replicated job (docs/engines.md; tests/kube_schema.py validates against the CRD)
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterator
 
+from ..tuples import NamedTuple
 from .engine import Document, DocumentFile, EngineFacts, EnvParam, Finding, NodeEnv, StepRequest
 from ..schema.records import JobSpec
 from .images import ImagePins

@@ -11,8 +11,9 @@ cluster charges; a team puts its own rates in prices.yaml. engine `any` matches 
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
+from ..tuples import NamedTuple
 from ..diagnostics import Diagnostic, make_error
 from ..load.source import SourceDoc
 

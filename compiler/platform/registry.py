@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping
 
+from ..tuples import NamedTuple
 from .images import ImageRef, is_digest, parse_reference, skopeo_reference
 
 SKOPEO_TIMEOUT_S = 120  # one registry round trip; skopeo's own --command-timeout is a little shorter

@@ -10,8 +10,9 @@ own task schema, which every generated task.yaml is validated against.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterator
 
+from ..tuples import NamedTuple
 from .engine import DEFAULT_MASTER_PORT, Document, DocumentFile, EngineFacts, EnvParam, Finding, NodeEnv, StepRequest
 from ..schema.records import JobSpec
 from .images import ImagePins

@@ -9,8 +9,9 @@ torchrun's rendezvous (docs/engines.md).
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterator
 
+from ..tuples import NamedTuple
 from .engine import DEFAULT_MASTER_PORT, Document, DocumentFile, EngineFacts, EnvParam, Finding, NodeEnv, StepRequest
 from ..schema.records import JobSpec
 from .images import ImagePins

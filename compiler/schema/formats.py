@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Callable, NamedTuple
+from typing import Callable
+
+from ..tuples import NamedTuple
 
 from pydantic_core import PydanticCustomError
 

@@ -10,7 +10,7 @@ from . import formats, records
 
 PYDANTIC = '2.14.4'
 PYDANTIC_CORE = '2.50.5'
-KEY = '5f3afc3748984c9cb18618e2857c6f4d'
+KEY = '81bfc547c3f8145dc78ddbe5cea7809e'
 
 
 def schema() -> dict[str, Any]:

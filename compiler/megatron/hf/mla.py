@@ -18,8 +18,9 @@ models do with rope_interleave true.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
+from ...tuples import NamedTuple
 from .common import HFConfigError, boolean, num, opt_int, pos_int, rope_kind, scaling_number
 
 # MLATransformerConfig's fixed YaRN constants (transformer_config.py:2610-2616), no flag for them.

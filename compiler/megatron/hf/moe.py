@@ -20,8 +20,9 @@ topk_routing_with_score_function, :579 group_limited_topk) cannot reproduce is r
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
+from ...tuples import NamedTuple
 from .common import HFConfigError, boolean, num, number, pos_int, text
 
 

@@ -11,7 +11,9 @@ model and the fp32 tensors Bridge gathers per parameter.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
+
+from ...tuples import NamedTuple
 
 BF16 = 2  # bytes per parameter of the converted weights
 HEADROOM = 1.25  # CUDA context, allocator slack and save buffers on top of the weights
