@@ -408,8 +408,6 @@ def test_check_lock_names_the_spec_field_and_the_lock_line():
     retagged = check_lock(locked, {**IMAGE, "tag": "t2", "namespace": "other"})
     assert [(p.field, p.lock_key, p.line) for p in retagged] == [
         ("image.namespace", "built.reference", 13), ("image.tag", "built.reference", 13)]
-    default_platform = {key: value for key, value in IMAGE.items() if key != "platform"}
-    assert check_lock(locked, default_platform) == []
 
 
 def test_image_of_spec_merges_extends(tmp_path):

@@ -382,14 +382,14 @@ def _drop_credentials(groups: list[tuple[str, tuple[str, ...]]], report: list[st
 
 # The spec's keys in the schema's order (every section: platform, slurm, kubernetes, init_from…);
 # extends first. A key the schema does not know still comes out, after them: dropping it loses a value.
-ORDER = ("extends", *JobSpec.model_fields)
+SPEC_KEY_ORDER = ("extends", *JobSpec.model_fields)
 TRAINING_ORDER = ("script", "model", "batch", "train_iters", "train_samples", "optimizer", "precision", "fp8", "data",
                   "checkpoint", "sequence_parallel", "distributed_optimizer", "recompute", "virtual_pipeline",
                   "fused_kernels", "performance", "logging", "eval", "args", "env", "resume")
 
 
 def _ordered(data: dict[str, Any]) -> dict[str, Any]:
-    out = {**{k: data[k] for k in ORDER if k in data}, **data}
+    out = {**{k: data[k] for k in SPEC_KEY_ORDER if k in data}, **data}
     if "training" in out:
         t = out["training"]
         # a key not in TRAINING_ORDER still comes out, after the ordered ones: dropping it loses a value

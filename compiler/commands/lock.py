@@ -46,11 +46,6 @@ from ..schema import validator
 from ..schema.defaults import MEGATRON_REPO, MEGATRON_ROOT
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-SKOPEO_TIMEOUT_S = 120  # one registry round trip; skopeo's own --command-timeout is a little shorter
-MAX_EXTENDS = 16
-
-INDEX_TYPES = {"application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json"}
-MANIFEST_TYPES = {"application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json"}
 
 
 class LockFailure(RegistryFailure):

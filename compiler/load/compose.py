@@ -24,7 +24,7 @@ from .source import Location, ScalarSpelling, SourceDoc, load_file
 
 EXTENDS = "extends"
 URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # https://, s3://, git+ssh://: not a path
-MAX_DEPTH = 16
+MAX_EXTENDS_DEPTH = 16
 
 
 class Composed:
@@ -175,8 +175,8 @@ def _resolve(path: str, display: str, stack: tuple[str, ...], out: Composed) -> 
             ))
             ok = False
             continue
-        if len(stack) >= MAX_DEPTH:
-            out.diagnostics.append(_error_at(doc, where, "extends-cycle", f"extends nests deeper than {MAX_DEPTH} levels"))
+        if len(stack) >= MAX_EXTENDS_DEPTH:
+            out.diagnostics.append(_error_at(doc, where, "extends-cycle", f"extends nests deeper than {MAX_EXTENDS_DEPTH} levels"))
             ok = False
             continue
         out.bases.append(real)

@@ -18,7 +18,7 @@ from typing import Any
 from ..tuples import NamedTuple
 from . import limits
 
-MAX_DEPTH = 32
+MAX_JSON_DEPTH = 32
 MAX_INT_DIGITS = 18  # beyond int64 a config value is not a size or a count
 
 # config.json key -> (least, greatest) it may hold: the spec's own bounds (limits.py) for the same
@@ -83,8 +83,8 @@ def _scan(text: str) -> None:
             in_string = True
         elif char in "[{":
             depth += 1
-            if depth > MAX_DEPTH:
-                raise _Refuse(f"nests deeper than {MAX_DEPTH} levels; a config.json is a shallow mapping", offset)
+            if depth > MAX_JSON_DEPTH:
+                raise _Refuse(f"nests deeper than {MAX_JSON_DEPTH} levels; a config.json is a shallow mapping", offset)
         elif char in "]}":
             depth -= 1
         elif char.isdigit() and (offset == 0 or not text[offset - 1].isdigit()) and _LONG.match(text, offset):

@@ -38,7 +38,6 @@ from .discover import LOCK_SUFFIX
 from .discover import lock_path as discovered_lock_path
 
 LOCK_VERSION = 1
-DEFAULT_PLATFORM = "linux/amd64"  # the spec schema's default for image.platform
 
 HEADER = (
     "# megatron-compile lock file: the image digests its spec compiles against. Review changes like a\n"
@@ -229,8 +228,8 @@ def _problem(lock: Lock, spec_field: str, lock_key: str, message: str, hint: str
 
 
 def check_lock(lock: Lock, image: Mapping[str, Any], spec: str = "SPEC") -> list[Problem]:
-    """What no longer matches between a lock and the spec's image section (base, platform, and the
-    built reference's registry/namespace/repository/tag); empty when the lock fits the spec."""
+    """What no longer matches between a lock and the spec's validated image section (base, platform, and
+    the built reference's registry/namespace/repository/tag); empty when the lock fits the spec."""
     update = f"run `megatron-compile lock --update {spec}` and review the new digest"
     problems = []
     base = image.get("base")
@@ -238,7 +237,7 @@ def check_lock(lock: Lock, image: Mapping[str, Any], spec: str = "SPEC") -> list
         problems.append(_problem(
             lock, "image.base", "base.reference",
             f"image.base is {base} but the lock {lock.where('base.reference')} pins {lock.base.reference}", update))
-    platform = image.get("platform", DEFAULT_PLATFORM)
+    platform = image["platform"]
     if platform != lock.base.platform:
         problems.append(_problem(
             lock, "image.platform", "base.platform",

@@ -47,7 +47,7 @@ KeyPath = tuple[str | int, ...]
 
 # A small spec has a few hundred nodes; this bounds what anchors and aliases can expand into.
 MAX_NODES = 20_000
-MAX_DEPTH = 64
+MAX_YAML_DEPTH = 64
 
 _STR = "tag:yaml.org,2002:str"
 _INT = "tag:yaml.org,2002:int"
@@ -171,10 +171,10 @@ class _Builder:
 
     def build(self, node: yaml.Node, path: KeyPath, depth: int = 0) -> Any:
         self.nodes += 1
-        if self.nodes > MAX_NODES or depth > MAX_DEPTH:
+        if self.nodes > MAX_NODES or depth > MAX_YAML_DEPTH:
             self.error(
                 "yaml-alias-limit",
-                f"the document expands past {MAX_NODES} values or {MAX_DEPTH} levels of nesting",
+                f"the document expands past {MAX_NODES} values or {MAX_YAML_DEPTH} levels of nesting",
                 node, path, hint="a job spec needs no deep anchors or aliases; write the values out",
             )
             raise _Abort
