@@ -111,6 +111,31 @@ def _error_at(doc: SourceDoc, path: tuple[str | int, ...], code: str, message: s
     return make_error(code, message, hint=hint, key_path=path, **where)
 
 
+def _refusal(entry: str, base_path: str, base_display: str, real: str, display: str, stack: tuple[str, ...],
+             root: str) -> tuple[str, str, str | None] | None:
+    """Why a base that `extends` names is not read, as (code, message, hint); None when it is read."""
+    if URL.match(entry):
+        return ("extends-not-spec", f"extends: {entry} is a URL; a base is a spec file in the repository, never "
+                "fetched", "copy the base into the repository and name its path, e.g. extends: base.yaml")
+    if real in stack:
+        return ("extends-cycle", f"extends cycle: {display} -> {base_display}, which is already being extended",
+                "a base must not extend, directly or not, a spec that extends it")
+    if not base_path.lower().endswith((".yaml", ".yml")):
+        # checked before the file is opened: a diagnostic quotes the lines it points at, and a base
+        # that is not a spec (../../etc/shadow) must not be read, nor its existence told
+        return ("extends-not-spec", f"extends: {base_display} is not a spec file (.yaml or .yml); it was not read",
+                "a base is another job spec, e.g. extends: base.yaml")
+    if leaves(base_path, root):
+        return ("link-outside-repository", f"extends: {base_display} is a symbolic link to a file outside the "
+                "repository; it was not read", "copy the base into the repository, or link to a file inside it")
+    if not inputs.is_file(base_path):
+        return ("extends-missing", f"extends: {base_display} does not exist",
+                "paths in extends are relative to the spec that names them")
+    if len(stack) >= MAX_EXTENDS_DEPTH:
+        return ("extends-cycle", f"extends nests deeper than {MAX_EXTENDS_DEPTH} levels", None)
+    return None
+
+
 def _resolve(path: str, display: str, stack: tuple[str, ...], out: Composed) -> SourceDoc | None:
     # Bases are remembered (many specs extend one); the job spec itself is read once and dropped, so
     # a batch of a thousand specs does not keep a thousand documents (docs/performance.md).
@@ -132,51 +157,13 @@ def _resolve(path: str, display: str, stack: tuple[str, ...], out: Composed) -> 
     ok = True
     for index, entry in enumerate(entries):
         where = (EXTENDS,) if isinstance(raw, str) else (EXTENDS, index)
-        if URL.match(entry):
-            out.diagnostics.append(_error_at(
-                doc, where, "extends-not-spec", f"extends: {entry} is a URL; a base is a spec file in the "
-                "repository, never fetched", hint="copy the base into the repository and name its path, "
-                "e.g. extends: base.yaml",
-            ))
-            ok = False
-            continue
         base_path = os.path.normpath(os.path.join(os.path.dirname(path), entry))
         base_display = posixpath.normpath(posixpath.join(posixpath.dirname(display), entry))
         real = os.path.realpath(base_path)
-        if real in stack:
-            chain = " -> ".join([display, base_display])
-            out.diagnostics.append(_error_at(
-                doc, where, "extends-cycle", f"extends cycle: {chain}, which is already being extended",
-                hint="a base must not extend, directly or not, a spec that extends it",
-            ))
-            ok = False
-            continue
-        if not base_path.lower().endswith((".yaml", ".yml")):
-            # checked before the file is opened: a diagnostic quotes the lines it points at, and a
-            # base that is not a spec (../../etc/shadow) must not be read, nor its existence told
-            out.diagnostics.append(_error_at(
-                doc, where, "extends-not-spec", f"extends: {base_display} is not a spec file (.yaml or .yml); "
-                "it was not read", hint="a base is another job spec, e.g. extends: base.yaml",
-            ))
-            ok = False
-            continue
-        if leaves(base_path, out.root):
-            out.diagnostics.append(_error_at(
-                doc, where, "link-outside-repository", f"extends: {base_display} is a symbolic link to a file "
-                "outside the repository; it was not read", hint="copy the base into the repository, or link "
-                "to a file inside it",
-            ))
-            ok = False
-            continue
-        if not inputs.is_file(base_path):
-            out.diagnostics.append(_error_at(
-                doc, where, "extends-missing", f"extends: {base_display} does not exist",
-                hint="paths in extends are relative to the spec that names them",
-            ))
-            ok = False
-            continue
-        if len(stack) >= MAX_EXTENDS_DEPTH:
-            out.diagnostics.append(_error_at(doc, where, "extends-cycle", f"extends nests deeper than {MAX_EXTENDS_DEPTH} levels"))
+        refused = _refusal(entry, base_path, base_display, real, display, stack, out.root)
+        if refused is not None:
+            code, message, hint = refused
+            out.diagnostics.append(_error_at(doc, where, code, message, hint))
             ok = False
             continue
         out.bases.append(real)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any, Final, Iterator
 
 from ..tuples import NamedTuple
-from .engine import DEFAULT_MASTER_PORT, Document, DocumentFile, EngineFacts, EnvParam, Finding, NodeEnv, StepRequest
+from .engine import (DEFAULT_MASTER_PORT, Document, DocumentFile, EngineFacts, EnvParam, Finding, NodeEnv, StepRequest,
+                     step_document)
 from ..schema.records import JobSpec
 from .images import ImagePins
 
@@ -90,7 +91,7 @@ class AIStudio:
         return None
 
     def document(self, kind: str) -> DocumentFile:
-        return DocumentFile(JOB_FILE if kind == "train" else f"job-{kind}.json", None)
+        return step_document(JOB_FILE, kind, None)
 
     def job(self, request: StepRequest, spec: JobSpec, pins: ImagePins) -> AIStudioJob:
         return AIStudioJob(

@@ -99,6 +99,23 @@ class DocumentFile(NamedTuple):
     template: str | None
 
 
+def step_document(train_file: str, kind: str, template: str | None) -> DocumentFile:
+    """A step's job document on an engine: the training step's file, or another step's, named after
+    it (job.json -> job-prepare.json), with the engine's template (None: Engine.render makes it)."""
+    if kind == "train":
+        return DocumentFile(train_file, template)
+    stem, _, extension = train_file.partition(".")
+    return DocumentFile(f"{stem}-{kind}.{extension}", template)
+
+
+def nodes_and_gpus(nodes: int, gpus: int | str) -> str:
+    """A job's resources as plan.md's Steps section says them; `gpus` is a count per node or the
+    engine's own accelerator text (`H100:8`), 0 or empty for CPUs only."""
+    if not gpus:
+        return f"{nodes} node(s), CPUs only"
+    return f"{nodes} node(s) × {gpus if isinstance(gpus, str) else f'{gpus} GPU(s)'}"
+
+
 class Document(NamedTuple):
     """A job document as data; the render stage writes it as `format` (json or yaml)."""
 

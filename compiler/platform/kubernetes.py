@@ -14,7 +14,8 @@ import re
 from typing import Any, Iterator
 
 from ..tuples import NamedTuple
-from .engine import Document, DocumentFile, EngineFacts, EnvParam, Finding, NodeEnv, StepRequest
+from .engine import (Document, DocumentFile, EngineFacts, EnvParam, Finding, NodeEnv, StepRequest, nodes_and_gpus,
+                     step_document)
 from ..schema.records import JobSpec
 from .images import ImagePins
 
@@ -65,9 +66,7 @@ class KubeJob(NamedTuple):
 
     def describe(self) -> str:
         """Nodes and GPUs, for plan.md's Steps section."""
-        if not self.gpus_per_node:
-            return f"{self.nodes} node(s), CPUs only"
-        return f"{self.nodes} node(s) × {self.gpus_per_node} GPU(s)"
+        return nodes_and_gpus(self.nodes, self.gpus_per_node)
 
 
 class Kubernetes:
@@ -93,7 +92,7 @@ class Kubernetes:
         return None if section is None else section.active_deadline_seconds
 
     def document(self, kind: str) -> DocumentFile:
-        return DocumentFile(TRAINJOB_FILE if kind == "train" else f"trainjob-{kind}.yaml", None)
+        return step_document(TRAINJOB_FILE, kind, None)
 
     def job(self, request: StepRequest, spec: JobSpec, pins: ImagePins) -> KubeJob:
         k = spec.kubernetes

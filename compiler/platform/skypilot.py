@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ..tuples import NamedTuple
-from .engine import DEFAULT_MASTER_PORT, Document, DocumentFile, EngineFacts, EnvParam, Finding, NodeEnv, StepRequest
+from .engine import (DEFAULT_MASTER_PORT, Document, DocumentFile, EngineFacts, EnvParam, Finding, NodeEnv, StepRequest,
+                     nodes_and_gpus, step_document)
 from ..schema.records import JobSpec
 from .images import ImagePins
 
@@ -70,7 +71,7 @@ class SkyPilotJob(NamedTuple):
 
     def describe(self) -> str:
         """Nodes and GPUs, for plan.md's Steps section."""
-        return f"{self.nodes} node(s) × {self.accelerators}" if self.accelerators else f"{self.nodes} node(s), CPUs only"
+        return nodes_and_gpus(self.nodes, self.accelerators)
 
 
 class SkyPilot:
@@ -94,7 +95,7 @@ class SkyPilot:
         return None
 
     def document(self, kind: str) -> DocumentFile:
-        return DocumentFile(TASK_FILE if kind == "train" else f"task-{kind}.yaml", TASK_TEMPLATE)
+        return step_document(TASK_FILE, kind, TASK_TEMPLATE)
 
     def job(self, request: StepRequest, spec: JobSpec, pins: ImagePins) -> SkyPilotJob:
         sky = spec.skypilot

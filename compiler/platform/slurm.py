@@ -12,7 +12,8 @@ import re
 from typing import Any, Iterator
 
 from ..tuples import NamedTuple
-from .engine import DEFAULT_MASTER_PORT, Document, DocumentFile, EngineFacts, EnvParam, Finding, NodeEnv, StepRequest
+from .engine import (DEFAULT_MASTER_PORT, Document, DocumentFile, EngineFacts, EnvParam, Finding, NodeEnv, StepRequest,
+                     nodes_and_gpus, step_document)
 from ..schema.records import JobSpec
 from .images import ImagePins
 
@@ -84,9 +85,7 @@ class SlurmJob(NamedTuple):
 
     def describe(self) -> str:
         """Nodes and GPUs, for plan.md's Steps section."""
-        if not self.gpus_per_node:
-            return f"{self.nodes} node(s), CPUs only"
-        return f"{self.nodes} node(s) × {self.gpus_per_node} GPU(s)"
+        return nodes_and_gpus(self.nodes, self.gpus_per_node)
 
 
 class Slurm:
@@ -110,7 +109,7 @@ class Slurm:
         return None if section is None else time_limit_seconds(section.time_limit)
 
     def document(self, kind: str) -> DocumentFile:
-        return DocumentFile(BATCH_FILE if kind == "train" else f"job-{kind}.sbatch", BATCH_TEMPLATE)
+        return step_document(BATCH_FILE, kind, BATCH_TEMPLATE)
 
     def job(self, request: StepRequest, spec: JobSpec, pins: ImagePins) -> SlurmJob:
         s = spec.slurm

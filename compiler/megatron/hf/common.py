@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 _MISSING: Any = object()
+T = TypeVar("T")
 
 
 class HFConfigError(ValueError):
@@ -53,24 +54,24 @@ def number(config: Mapping[str, Any], key: str, default: float, *, positive: boo
     return float(v)
 
 
-def boolean(config: Mapping[str, Any], key: str, default: bool) -> bool:
-    """A true/false field."""
+def _typed(config: Mapping[str, Any], key: str, default: T, kind: type[T], what: str) -> T:
+    """A field of one type (`what` names it in the refusal); default when absent or null."""
     v = config.get(key)
     if v is None:
         return default
-    if not isinstance(v, bool):
-        raise HFConfigError(f"config.json {key} must be true or false, got {v!r}")
+    if not isinstance(v, kind):
+        raise HFConfigError(f"config.json {key} must be {what}, got {v!r}")
     return v
+
+
+def boolean(config: Mapping[str, Any], key: str, default: bool) -> bool:
+    """A true/false field."""
+    return _typed(config, key, default, bool, "true or false")
 
 
 def text(config: Mapping[str, Any], key: str, default: str) -> str:
     """A string field."""
-    v = config.get(key)
-    if v is None:
-        return default
-    if not isinstance(v, str):
-        raise HFConfigError(f"config.json {key} must be a string, got {v!r}")
-    return v
+    return _typed(config, key, default, str, "a string")
 
 
 def rope(config: Mapping[str, Any]) -> tuple[float, dict[str, Any] | None]:
