@@ -1,8 +1,9 @@
 """`megatron-compile import`, part two: a recorded launch -> spec data and the report.
 
-The recorded flags are mapped back to typed fields with the compiler's own flag table; flags the
-spec cannot type go to training.args verbatim; everything that was not mapped one to one is listed
-in the report (written as comments at the top of the spec by importer.py).
+The launcher's options become resources, each recorded flag a typed field through the compiler's own
+flag table (import_flags.py) or training.args verbatim, pretrain_gpt.py's training section is
+completed, and everything that was not mapped one to one is listed in the report (written as
+comments at the top of the spec by importer.py).
 """
 
 from __future__ import annotations
@@ -11,31 +12,20 @@ import os
 import posixpath
 import re
 from dataclasses import dataclass
-from typing import Any, Literal, get_args, get_origin
+from typing import Any
 
 from ..check.rules.safety import credential_flags, credential_shape, is_credential_env
-from ..check.rules.parallel_args import PARALLEL_FLAGS
-from ..check.validate import is_number
 from ..megatron import PINNED_COMMIT
-from ..megatron.flags import IMPLIED, IMPORTED_TYPED, STOP_FLAGS, UNFUSED_FLAGS, import_table
+from ..megatron.flags import UNFUSED_FLAGS
 from ..megatron.scripts import script_problem
-from ..megatron.runfiles import RUN_CHECKPOINT_DIR, TENSORBOARD_DIR
+from ..megatron.runfiles import RUN_CHECKPOINT_DIR
 from ..platform.engine import RESERVED_ENV
 from ..schema.defaults import MEGATRON_ROOT
 from ..schema.models import JobSpec
+from .import_flags import Mapped, map_flags
 from .import_fp8 import fp8_and_performance
 from .import_record import (MARKER, TOP_DIRECTORIES, TORCHRUN_VALUE_OPTIONS, ImportFailed, Recorded,
                             _marker_reason, _show, flag_groups)
-
-MANAGED = {
-    "--save": f"checkpoints go to $RUN_ROOT/{RUN_CHECKPOINT_DIR} on the shared storage",
-    "--load": f"a resumed run loads from $RUN_ROOT/{RUN_CHECKPOINT_DIR} (training.checkpoint.resume)",
-    "--tensorboard-dir": f"TensorBoard writes to $RUN_ROOT/{TENSORBOARD_DIR} (training.logging.tensorboard)",
-}
-
-# flag -> (spec path, type), from the one flag table; types: int, float, str, switch, const:<value>.
-FLAG_TABLE: dict[str, tuple[tuple[str, ...], str]] = import_table()
-
 
 
 @dataclass
@@ -43,42 +33,6 @@ class ImportResult:
     data: dict[str, Any]
     report: list[str]
     recorded: Recorded
-
-
-# Why a job needs a value the spec's field does not take, where Megatron itself demands it.
-NEEDED_BY = {
-    ("--ckpt-format", "fsdp_dtensor"): "Megatron-FSDP (--use-megatron-fsdp) asserts this format "
-                                       "(megatron/training/arguments.py:1142)",
-}
-
-
-def field_choices(path: tuple[str, ...]) -> tuple[Any, ...] | None:
-    """The values a spec field takes when its type is a Literal (None: not a Literal, or no such field)."""
-    annotation: Any = JobSpec
-    for part in path:
-        fields = getattr(annotation, "model_fields", None)
-        if fields is None or part not in fields:
-            return None
-        annotation = fields[part].annotation
-        while get_origin(annotation) is not None and get_origin(annotation) is not Literal:
-            # X | None, Annotated[X, …]: the first argument that is not None
-            annotation = next(a for a in get_args(annotation) if a is not type(None))
-    return get_args(annotation) if get_origin(annotation) is Literal else None
-
-
-def _refuse_outside_choices(flag: str, value: Any, path: tuple[str, ...]) -> None:
-    """A value the typed field does not take cannot go to training.args either: the typed field owns the flag."""
-    choices = field_choices(path)
-    if choices is None or value in choices:
-        return
-    needed = NEEDED_BY.get((flag, str(value)))
-    raise ImportFailed(
-        f"{flag} {value}: the spec's {'.'.join(path)} takes {' or '.join(map(str, choices))}, and {flag} belongs "
-        "to that field, so training.args cannot carry it either. "
-        + (f"The job needs {value}: {needed}; a spec cannot express this job at this version of the compiler."
-           if needed else
-           f"Change the script's {flag} to {' or '.join(map(str, choices))} if the job allows it, and import again.")
-    )
 
 
 def _launcher_options(tokens: list[str]) -> dict[str, str]:
@@ -94,34 +48,6 @@ def _launcher_options(tokens: list[str]) -> dict[str, str]:
         options[name] = value if (sep or name in TORCHRUN_VALUE_OPTIONS) else "true"
         index += 1
     return options
-
-
-def _set(data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
-    for part in path[:-1]:
-        data = data.setdefault(part, {})
-    data[path[-1]] = value
-
-
-def _convert(kind: str, values: tuple[str, ...]) -> Any:
-    if kind == "switch":
-        if values:
-            raise ValueError("a switch takes no value")
-        return True
-    if kind.startswith("const:"):
-        return kind.split(":", 1)[1]
-    if len(values) != 1:
-        raise ValueError(f"expected one value, got {len(values)}")
-    text = values[0]
-    if MARKER.search(text):
-        raise ValueError(_marker_reason(text))
-    if kind not in ("int", "float") and re.search(r"[\"']", text):
-        raise ValueError("it holds quote characters, which Megatron receives as they are")
-    if kind == "int":
-        return int(text)
-    if kind == "float":
-        return float(text)
-    return text
-
 
 
 def _refuse_preprocessing(recorded: Recorded) -> None:
@@ -154,6 +80,33 @@ def to_spec(recorded: Recorded, name: str) -> ImportResult:
     """Map a recorded launch to spec data and the report of everything not mapped one to one."""
     _refuse_preprocessing(recorded)
     report: list[str] = []
+    _resolve_script(recorded, report)
+    data: dict[str, Any] = {"version": 1, "name": name}
+    report += _launch_notes(recorded)
+    data["resources"] = _resources(_launcher_options(recorded.launcher), report)
+    script = recorded.script
+    pretrain = os.path.basename(script) == "pretrain_gpt.py"
+    data["training"] = {"script": "pretrain_gpt.py" if pretrain else script}
+    if not pretrain:
+        report.append(f"script {script}: not pretrain_gpt.py; every flag goes to training.args")
+    groups = flag_groups(recorded.args)
+    _refuse_warm_start(groups)
+    groups = _in_megatron_tree(_drop_credentials(groups, report), report)
+    mapped = Mapped(data, report)
+    map_flags(groups, pretrain, mapped, recorded.unset)
+    training = data["training"]
+    if pretrain:
+        _complete_pretrain(training, {flag for flag, _ in groups}, mapped)
+    if mapped.raw:
+        training["args"] = mapped.raw
+    env = _environment(recorded.env, report)
+    if env:
+        training["env"] = env
+    return ImportResult(data=_ordered(data), report=report, recorded=recorded)
+
+
+def _resolve_script(recorded: Recorded, report: list[str]) -> None:
+    """A script Megatron-LM moved is imported at its new place; one it does not have is refused."""
     problem = script_problem(recorded.script, MEGATRON_ROOT, PINNED_COMMIT)
     if problem is not None and problem.moved_to is not None:
         report.append(f"script {recorded.script}: Megatron-LM moved it; imported as {problem.moved_to}")
@@ -161,16 +114,22 @@ def to_spec(recorded: Recorded, name: str) -> ImportResult:
     elif problem is not None:  # a spec naming it would be refused too (script-not-in-megatron)
         launched = problem.message.replace(f"training.script ({recorded.script})", f"the script launches {recorded.script}, which", 1)
         raise ImportFailed(f"{launched}; {problem.hint}")
-    data: dict[str, Any] = {"version": 1, "name": name}
-    for variable in recorded.unset:
-        report.append(f"unset variable {variable}: the script read it and bash expanded it empty; "
-                      f"import with --env {variable}=VALUE if the job sets it")
-    report += recorded.notes
+
+
+def _launch_notes(recorded: Recorded) -> list[str]:
+    """What the recording saw besides the flags: variables expanded empty, $RANDOM, repeated launches."""
+    notes = [f"unset variable {variable}: the script read it and bash expanded it empty; "
+             f"import with --env {variable}=VALUE if the job sets it" for variable in recorded.unset]
+    notes += recorded.notes
     if any(MARKER.search(t) and "@runtime:RANDOM@" in t for t in recorded.launcher + recorded.args):
-        report.append("$RANDOM: the script draws values at random; they are reported where used")
+        notes.append("$RANDOM: the script draws values at random; they are reported where used")
     if recorded.calls > 1:
-        report.append(f"the launcher ran {recorded.calls} times; imported the first")
-    options = _launcher_options(recorded.launcher)
+        notes.append(f"the launcher ran {recorded.calls} times; imported the first")
+    return notes
+
+
+def _resources(options: dict[str, str], report: list[str]) -> dict[str, Any]:
+    """resources from torchrun's --nproc-per-node and --nnodes; its other options are dropped, and said so."""
     resources: dict[str, Any] = {}
     for option, target in (("nproc_per_node", "gpus_per_worker"), ("nnodes", "workers")):
         value = options.pop(option, "1")
@@ -180,148 +139,60 @@ def to_spec(recorded: Recorded, name: str) -> ImportResult:
             resources[target] = 1
             why = _marker_reason(value) if MARKER.search(value) else f"{value!r} is not a fixed count"
             report.append(f"torchrun --{option} {_show(value)}: not mapped ({why}); set resources.{target}")
-    data["resources"] = resources
     for option, value in options.items():
         if option in ("node_rank", "master_addr", "master_port", "rdzv_id", "rdzv_backend", "rdzv_endpoint", "standalone"):
             report.append(f"torchrun --{option}: dropped; the launch command takes it from the platform")
         else:
             report.append(f"torchrun --{option}={value}: dropped; the generated launch command does not pass it")
-    script = recorded.script
-    data["training"] = {"script": "pretrain_gpt.py" if os.path.basename(script) == "pretrain_gpt.py" else script}
-    if os.path.basename(script) != "pretrain_gpt.py":
-        report.append(f"script {script}: not pretrain_gpt.py; every flag goes to training.args")
-    groups = flag_groups(recorded.args)
-    _refuse_warm_start(groups)
-    groups = _in_megatron_tree(_drop_credentials(groups, report), report)
-    raw: list[str] = []
-    names = {g[0] for g in groups}
-    precision_set = False
-    typed_apart: dict[str, tuple[str, ...]] = {}  # FP8's and the performance options' flags
-    for flag, values in groups:
-        if os.path.basename(script) != "pretrain_gpt.py":
-            marked = next((v for v in values if MARKER.search(v)), None)
-            if marked is not None:
-                report.append(f"{flag} {' '.join(_show(v) for v in values)}: dropped ({_marker_reason(marked)}); "
-                              "give it a fixed value in training.args")
-                continue
-            raw += [flag, *values] if flag else list(values)
-            if flag in PARALLEL_FLAGS and len(values) == 1 and values[0].isdigit():
-                # the script reads it from training.args; the plan and the checks read parallelism
-                _set(data, ("parallelism", PARALLEL_FLAGS[flag]), int(values[0]))
-            continue
-        if flag in MANAGED:
-            if flag == "--load":
-                if not values or values == ("",):
-                    report.append("--load: dropped (its value is empty)")
-                    continue
-                _set(data, ("training", "checkpoint", "resume"), True)
-            if flag == "--tensorboard-dir":
-                _set(data, ("training", "logging", "tensorboard"), True)
-            report.append(f"{flag} {' '.join(values)}: replaced; {MANAGED[flag]}")
-            continue
-        if flag == "--data-path":
-            marked = next((v for v in values if MARKER.search(v)), None)
-            if marked is not None:
-                report.append(f"--data-path {' '.join(_show(v) for v in values)}: dropped ({_marker_reason(marked)}); "
-                              "set training.data.paths")
-                continue
-            if len(values) % 2 == 0 and values and all(is_number(v) for v in values[::2]):
-                _set(data, ("training", "data", "weights"), [float(v) for v in values[::2]])
-                _set(data, ("training", "data", "paths"), list(values[1::2]))
-            elif any(is_number(v) for v in values):
-                report.append(f"--data-path {' '.join(values)}: not a list of paths nor of weight/path pairs; "
-                              "set training.data")
-            else:
-                _set(data, ("training", "data", "paths"), list(values))
-            continue
-        if flag in IMPORTED_TYPED:
-            typed_apart[flag] = values
-            continue
-        if flag in IMPLIED:
-            continue
-        if flag in STOP_FLAGS:
-            report.append(f"{' '.join([flag, *values])}: replaced; the compiler derives the stop flags "
-                          "(--exit-signal-handler always, --exit-duration-in-mins from the engine's time limit: "
-                          "the stop section, docs/stop-resume.md)")
-            continue
-        marked = next((v for v in values if MARKER.search(v)), None)
-        if marked is not None:
-            where = ("a directory on the shared storage (under storage.mount_path), in training.args"
-                     if flag == "--data-cache-path" else "a fixed value in the spec")
-            report.append(f"{flag} {' '.join(_show(v) for v in values)}: dropped ({_marker_reason(marked)}); "
-                          f"give it {where}")
-            continue
-        entry = FLAG_TABLE.get(flag)
-        if entry is None:
-            raw += [flag, *values] if flag else list(values)
-            report.append(f"{' '.join([flag, *values]) if flag else ' '.join(values)}: no typed field; "
-                          "passed through verbatim in training.args")
-            continue
-        path, kind = entry
-        if flag == "--split" and len(values) == 1 and re.fullmatch(r"(['\"])[0-9.,]+\1", values[0]):
-            # Megatron reads only the split's digits and dots (re.findall(r"[.0-9]+", split),
-            # megatron/core/datasets/blended_megatron_dataset_config.py:164): the quotes change nothing
-            report.append(f"--split {values[0]}: typed as {values[0][1:-1]} (Megatron ignores the quotes)")
-            values = (values[0][1:-1],)
-        if not values and kind != "switch" and not kind.startswith("const:"):
-            because = f"; unset {', '.join(recorded.unset)} expanded empty" if recorded.unset else ""
-            report.append(f"{flag}: dropped (no value{because}); give it a value in the spec")
-            continue
-        try:
-            value = _convert(kind, values)
-        except ValueError as exc:
-            raw += [flag, *values]
-            report.append(f"{flag} {' '.join(values)}: not typed ({exc}); passed through verbatim")
-            continue
-        _refuse_outside_choices(flag, value, path)
-        if path == ("training", "precision"):
-            precision_set = True
-        _set(data, path, value)
-    training = data["training"]
-    if os.path.basename(script) == "pretrain_gpt.py":
-        if not precision_set:
-            training["precision"] = "fp32"
-        fp8_and_performance(training, typed_apart, report)
-        unfused = set(UNFUSED_FLAGS)
-        if unfused <= names:
-            training["fused_kernels"] = False
-        else:
-            for flag in sorted(unfused & names):
-                raw.append(flag)
-                report.append(f"{flag}: passed through verbatim (fused_kernels: false needs all of "
-                              f"{', '.join(UNFUSED_FLAGS)})")
-        impl_local = training.get("model", {}).get("transformer_impl") == "local"
-        if "--no-persist-layer-norm" in names and not (impl_local or training.get("fused_kernels") is False):
-            raw.append("--no-persist-layer-norm")
-        elif (impl_local or training.get("fused_kernels") is False) and "--no-persist-layer-norm" not in names:
-            report.append("--no-persist-layer-norm: added (Megatron asserts it without Apex and Transformer Engine)")
-        if "--num-query-groups" in names and "--group-query-attention" not in names:
-            report.append("--group-query-attention: added (num_query_groups implies it)")
-        if "--group-query-attention" in names and "--num-query-groups" not in names:
-            report.append("--group-query-attention without --num-query-groups: Megatron's default of 1 group is "
-                          "not typed; set training.model.num_query_groups")
-        if "--exit-signal-handler" not in names:
-            report.append("--exit-signal-handler: added (a stop saves: launch.sh passes SIGTERM to Megatron)")
-        if "--save" not in names:
-            report.append(f"--save: added; the spec always saves checkpoints under $RUN_ROOT/{RUN_CHECKPOINT_DIR}")
-        checkpoint = training.setdefault("checkpoint", {})
-        checkpoint.setdefault("resume", False)
-        if "save_interval" not in checkpoint:
-            iters = training.get("train_iters", 1000)
-            checkpoint["save_interval"] = iters
-            report.append(f"--save-interval: added as train_iters ({iters}), one checkpoint at the end")
-        for section in ("model", "batch", "optimizer", "data"):
-            if section not in training:
-                report.append(f"training.{section}: the script sets none of its flags; fill it in")
-        if "train_iters" not in training and "train_samples" not in training:
-            report.append("training.train_iters: neither --train-iters nor --train-samples; fill one in")
-        par = data.get("parallelism")
-        if par:
-            data["parallelism"] = par
-    if raw:
-        training["args"] = raw
-    env = {}
-    for key, value in sorted(recorded.env.items()):
+    return resources
+
+
+def _complete_pretrain(training: dict[str, Any], names: set[str], mapped: Mapped) -> None:
+    """pretrain_gpt.py's training section completed: precision, FP8 and the performance options, the
+    unfused kernels, what Megatron or the spec adds, and what the script left for the user to fill in."""
+    report, raw = mapped.report, mapped.raw
+    if not mapped.precision_set:
+        training["precision"] = "fp32"
+    fp8_and_performance(training, mapped.typed_apart, report)
+    unfused = set(UNFUSED_FLAGS)
+    if unfused <= names:
+        training["fused_kernels"] = False
+    else:
+        for flag in sorted(unfused & names):
+            raw.append(flag)
+            report.append(f"{flag}: passed through verbatim (fused_kernels: false needs all of "
+                          f"{', '.join(UNFUSED_FLAGS)})")
+    impl_local = training.get("model", {}).get("transformer_impl") == "local"
+    if "--no-persist-layer-norm" in names and not (impl_local or training.get("fused_kernels") is False):
+        raw.append("--no-persist-layer-norm")
+    elif (impl_local or training.get("fused_kernels") is False) and "--no-persist-layer-norm" not in names:
+        report.append("--no-persist-layer-norm: added (Megatron asserts it without Apex and Transformer Engine)")
+    if "--num-query-groups" in names and "--group-query-attention" not in names:
+        report.append("--group-query-attention: added (num_query_groups implies it)")
+    if "--group-query-attention" in names and "--num-query-groups" not in names:
+        report.append("--group-query-attention without --num-query-groups: Megatron's default of 1 group is "
+                      "not typed; set training.model.num_query_groups")
+    if "--exit-signal-handler" not in names:
+        report.append("--exit-signal-handler: added (a stop saves: launch.sh passes SIGTERM to Megatron)")
+    if "--save" not in names:
+        report.append(f"--save: added; the spec always saves checkpoints under $RUN_ROOT/{RUN_CHECKPOINT_DIR}")
+    checkpoint = training.setdefault("checkpoint", {})
+    checkpoint.setdefault("resume", False)
+    if "save_interval" not in checkpoint:
+        iters = training.get("train_iters", 1000)
+        checkpoint["save_interval"] = iters
+        report.append(f"--save-interval: added as train_iters ({iters}), one checkpoint at the end")
+    for section in ("model", "batch", "optimizer", "data"):
+        if section not in training:
+            report.append(f"training.{section}: the script sets none of its flags; fill it in")
+    if "train_iters" not in training and "train_samples" not in training:
+        report.append("training.train_iters: neither --train-iters nor --train-samples; fill one in")
+
+
+def _environment(env: dict[str, str], report: list[str]) -> dict[str, str]:
+    """The script's exported variables the job keeps: credentials, the launch's own and run-time ones dropped."""
+    kept = {}
+    for key, value in sorted(env.items()):
         if is_credential_env(key) or credential_shape(value):
             report.append(f"environment {key}: dropped, never written (a credential); give it to the job through "
                           "the platform's secrets or job environment variables")
@@ -330,10 +201,8 @@ def to_spec(recorded: Recorded, name: str) -> ImportResult:
         elif MARKER.search(value):
             report.append(f"environment {key}={_show(value)}: dropped ({_marker_reason(value)})")
         else:
-            env[key] = value
-    if env:
-        training["env"] = env
-    return ImportResult(data=_ordered(data), report=report, recorded=recorded)
+            kept[key] = value
+    return kept
 
 
 def _refuse_warm_start(groups: list[tuple[str, tuple[str, ...]]]) -> None:
