@@ -262,16 +262,23 @@ VALIDATION = _tool("validate_timing").validate()  # type: ignore[attr-defined]
 
 
 def test_leave_one_out_holds_the_committed_worst_fold() -> None:
-    # the doc's figure; it is NOT the 15 % of the acceptance (MoE and the tiny host-bound run miss it)
+    # the doc's figure; it is NOT the 15 % of the acceptance (the tiny host-bound runs miss it)
     own = [r for r in VALIDATION["rows"] if not r["contended"]]
-    assert len(own) >= 24
-    assert VALIDATION["worst"] <= 0.56
-    assert sum(abs(r["error"]) <= 0.15 for r in own) >= 19
+    assert len(own) >= 26
+    assert VALIDATION["worst"] <= 0.74
+    assert sum(abs(r["error"]) <= 0.15 for r in own) >= 21
 
 
 def test_dense_runs_without_host_bound_or_moe_within_20_percent() -> None:
-    dense = [r for r in VALIDATION["rows"] if not r["contended"] and r["name"] not in ("moe8-top2", "tiny-l2-h256")]
+    host_bound = ("tiny-l2-h256", "tiny-l2-h256-ga1")
+    dense = [r for r in VALIDATION["rows"] if not r["contended"] and r["name"] not in host_bound]
     assert max(abs(r["error"]) for r in dense) <= 0.20
+
+
+def test_moe_experts_priced_by_the_profiled_gemm_host_cost() -> None:
+    # moe4-top2-l8 never informed EXPERT_GEMM_HOST_S (measured on moe8-top2's profile): the out-of-sample check
+    row = next(r for r in VALIDATION["rows"] if r["name"] == "moe4-top2-l8")
+    assert abs(row["error"]) <= 0.15
 
 
 def test_committed_fit_is_the_tools() -> None:
@@ -299,3 +306,25 @@ def test_expert_all_to_alls_carry_the_ranks_own_tokens() -> None:
     for result, held in ((tp1, tokens), (tp8, tokens / 8)):
         routed = held * 8 * 7 / 8
         assert f"{routed / 2**20:.1f} MiB of routed tokens" in result.term("ep").note
+
+
+def test_expert_gemm_host_cost_is_the_profiles() -> None:
+    # EXPERT_GEMM_HOST_S: the mean host time of moe8-top2's expert aten::mm calls over its two profiled steps,
+    # each step's dense calls (4 layers x (QKV, projection, router) x 3, the output layer's 3) at the dense
+    # calls' mean of the tiny model's profile taken out
+    trace = _tool("trace_summary")
+    prof = REPO / "tests" / "fixtures" / "measurements" / "profiles"
+    tiny = [e["dur"] for e in trace.load(prof / "tiny-l2-h256-prof-trace.json.gz")  # type: ignore[attr-defined]
+            if e.get("cat") == "cpu_op" and e["name"] == "aten::mm"]
+    dense_mean = sum(tiny) / len(tiny)
+    events = trace.load(prof / "moe8-top2-prof-trace.json.gz")  # type: ignore[attr-defined]
+    steps = [e for e in events if e["name"].startswith("ProfilerStep#") and e.get("cat") == "user_annotation"]
+    means = []
+    for st in steps:
+        mm = [e["dur"] for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::mm"
+              and st["ts"] <= e["ts"] < st["ts"] + st["dur"]]
+        dense = 4 * 3 * 3 + 3
+        means.append((sum(mm) - dense * dense_mean) / (len(mm) - dense) / 1e6)
+    from compiler.megatron.layer_time import EXPERT_GEMM_HOST_S
+    assert len(mm) == 231  # 4 layers x (QKV, projection, router, 8 experts x 2 linears) x 3 GEMMs + the output layer's 3
+    assert sum(means) / len(means) == pytest.approx(EXPERT_GEMM_HOST_S, rel=0.01)

@@ -119,8 +119,11 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "| gradient accumulation | 10 bytes per parameter and micro batch (bf16 grad read, fp32 main_grad "
         "read-modify-write) without gradient-accumulation fusion | counted, measured HBM rate |",
         "| MoE (local experts) | router GEMM and softmax, permutation and un-permutation, each local expert's GEMMs "
-        "at its share of the tokens, one after another; the host waits for the token counts | counted + measured "
-        "rates; the per-layer host sync from the launch count |",
+        "at its share of the tokens, one after another; every expert GEMM call has a token count cuBLAS has not "
+        "planned and costs EXPERT_GEMM_HOST_S of host time, and the token-count syncs (.cpu(), .item(), .tolist()) "
+        "leave the GPU nothing queued: each expert's host time beyond its GPU time is added | counted + measured "
+        "rates; EXPERT_GEMM_HOST_S measured in a torch-profiler trace of moe8-top2 (tools/trace_summary.py, "
+        "tests/fixtures/measurements/profiles) |",
         "| host | launches x the measured launch cost (120 per dense layer, 14 per local expert, 40 for MoE routing: "
         "counts) + HOST_PER_MICROBATCH; a micro batch takes max(GPU, host) | launch cost measured; "
         "HOST_PER_MICROBATCH fitted |",
@@ -223,11 +226,19 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "",
         "## What does not hold, and what is not checked",
         "",
-        "- MoE with local experts: one run (moe8-top2), far slower than the counted work; its iteration time falls",
-        "  from 267 to 119 ms over 15 iterations (token counts per expert change every step: new GEMM shapes and",
-        "  allocations). The MoE terms are a count, not a validated model.",
-        "- The tiny model (tiny-l2-h256) is host-bound; it is the only host-bound run with several micro batches, so",
-        "  leaving it out leaves the per-micro-batch host cost unconstrained.",
+        "- MoE with local experts: the profile of moe8-top2 (tests/fixtures/measurements/profiles, two steps under",
+        "  torch.profiler) has the GPU busy 56.5 ms of a 161-182 ms step: the host is the bottleneck, 66-74 ms of it",
+        "  in aten::mm, 0.33-0.38 ms a call for the 192 expert GEMMs (new token counts every step: a cuBLAS",
+        "  heuristic query, sometimes a cudaMalloc) against 47 us for a dense one. That figure prices the experts;",
+        "  moe4-top2-l8 (4 experts, 8 layers, 2 micro batches, run after the profile) is its out-of-sample check.",
+        "  moe8-top2's median still includes the first iterations, when the cuBLAS heuristic cache is cold (267 ms",
+        "  at iteration 4, 119-143 ms from iteration 11). Grouped GEMM (moe_grouped_gemm) is not modelled.",
+        "- Host-bound runs: tiny-l2-h256 (4 micro batches, device call 3) and tiny-l2-h256-ga1 (1 micro batch,",
+        "  device call 5, another machine) imply 4.9 ms a micro batch and 23 ms an iteration of host work, while",
+        "  the GPU-bound runs leave room for about 13 ms an iteration: the two were measured on different hosts,",
+        "  and the same tiny model profiled on the ga1 host ran its later, unprofiled iterations at 53-72 ms",
+        "  (tests/fixtures/measurements/profiles/tiny-l2-h256-prof-train.log) against 42 ms on the first. Host time",
+        "  is a property of the machine's CPU as much as of the job; the model has one figure for it.",
         "- Contended runs (failed-runs) are slower than any model of the job alone can say.",
         "- Every communication term rests on datasheet bandwidths and assumed latencies; the published rows check",
         "  them only through the stack factors fitted on the same rows (leave-one-out).",

@@ -36,6 +36,7 @@ from compiler.megatron.flops import FlopsArgs  # noqa: E402
 from compiler.megatron.gpus import GPUS  # noqa: E402
 from compiler.megatron.layer_time import Model  # noqa: E402
 from compiler.megatron.pretrain import padded_vocab_size  # noqa: E402
+from compiler.megatron.schedule import bubble_fraction  # noqa: E402
 from compiler.megatron.timing import Parallel, step_time  # noqa: E402
 from measurements import parse_args_dump  # noqa: E402
 
@@ -155,7 +156,8 @@ def parts(run: Run) -> Parts:
 
 def predict(p: Parts, h_mb: float, h_it: float) -> float:
     per = [max(g, launch + h_mb) + moe for g, launch, moe in p.stages]
-    bubble = (p.pp - 1) / p.v * sum(per) / len(per) if p.pp > 1 else 0.0
+    # the schedule's bubble, as timing.step_time takes it: (pp - 1) / v micro batches of the mean stage
+    bubble = bubble_fraction(p.pp, p.v if p.v > 1 else None, p.m) * p.m * sum(per) / len(per)
     return p.m * max(per) + bubble + p.rest + h_it
 
 

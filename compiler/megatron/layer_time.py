@@ -18,8 +18,11 @@ micro-benchmark measured on its own; nothing is fitted here:
   main_grad.add_ per parameter and micro batch) at the measured HBM rate;
 - MoE (moe_layer.py, experts.py SequentialMLP): the router GEMM and its softmax/top-k, permutation
   and un-permutation of the routed tokens, every local expert one after another at its share of the
-  tokens (balanced routing), and the host synchronisation for the token counts (tokens_per_expert
-  .tolist()), which stops the host running ahead: a MoE layer's GPU and host time add up.
+  tokens (balanced routing). The token counts change every step, so every expert GEMM has a shape
+  cuBLAS has not planned: its host call costs EXPERT_GEMM_HOST_S (heuristic query and allocation,
+  measured in a profile), far longer than the GEMM, and the host synchronisations for the token
+  counts (token_dispatcher.py:299 .cpu(), :305 .item(), experts.py:1234 .tolist()) leave the GPU
+  nothing queued: each expert call's host time beyond its GPU time is waited for (`moe_wait`).
 
 Host: every kernel costs the measured launch time on the host; LAUNCHES_* are counts of the kernels
 the local layer's forward and backward issue (read from the source, not measured).
@@ -38,6 +41,13 @@ from . import rates
 LAUNCHES_PER_LAYER = 120
 LAUNCHES_PER_EXPERT = 14
 LAUNCHES_MOE_ROUTING = 40  # router GEMM, softmax, top-k, aux bookkeeping, permute, unpermute, fwd + bwd
+# Host time of one expert GEMM call (aten::mm) at a token count cuBLAS has not seen: the mean over the
+# expert GEMM calls of two profiled steps of moe8-top2 (tests/fixtures/measurements/profiles/
+# moe8-top2-prof-trace.json.gz: 0.376 and 0.333 ms, the dense calls' 47 us mean taken out; the
+# profiler's own cost per op is in it, so this is an upper bound). Six calls per expert and micro
+# batch (forward 2, backward 4), for SequentialMLP (moe_grouped_gemm off, the default).
+EXPERT_GEMM_HOST_S = 3.54e-4
+EXPERT_GEMMS = 6
 # The fused attention's rate as a share of the dense GEMM rate: FlashAttention-2/cuDNN reach about
 # 70 % of a GEMM's rate forward and less backward (an assumption, no fused run was timed).
 FUSED_ATTENTION_SHARE = 0.6
@@ -57,6 +67,7 @@ class StageWork(NamedTuple):
     launches: int
     moe_layers: int  # layers whose host waits for the GPU (token counts)
     recompute: float  # the forward repeated by recompute (in the terms above too)
+    moe_wait: float = 0.0  # the expert calls' host time beyond their GPU time, waited for (all MoE layers)
 
     @property
     def gpu(self) -> float:
@@ -143,10 +154,10 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
         ew += act
     ew_fwd = ew / 3  # forward is about a third of forward + backward (the measured fwd/fwd+bwd ratios)
     # -- MoE
-    moe_s = moe_fwd = 0.0
+    moe_s = moe_fwd = moe_wait = 0.0
     launches = LAUNCHES_PER_LAYER
     if moe:
-        moe_s, moe_fwd, expert_launches = _moe(args, par, tokens, dt)
+        moe_s, moe_fwd, expert_launches, moe_wait = _moe(args, par, tokens, dt)
         launches += expert_launches
     per_layer = attn_gemm + core + ew + moe_s + mlp_gemm
     per_layer_fwd = attn_fwd + core_fwd + ew_fwd + moe_fwd + mlp_fwd
@@ -176,7 +187,7 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
         grad_accumulation=accumulate,
         moe=layers * moe_s * (1 + fraction / 3),
         head=head, embedding=emb, launches=int(layers * launches * (1 + fraction / 3)) + (60 if last else 0),
-        moe_layers=layers if moe else 0, recompute=recompute)
+        moe_layers=layers if moe else 0, recompute=recompute, moe_wait=layers * moe_wait * (1 + fraction / 3))
 
 
 def recompute_attention(fraction: float, selective: float, core_fwd: float, layers: int) -> float:
@@ -196,8 +207,8 @@ def _recomputed_fraction(par: Any, layers: int) -> float:
     return 1.0
 
 
-def _moe(args: Any, par: Any, tokens: float, dt: str) -> tuple[float, float, int]:
-    """(fwd+bwd, fwd, launches) of one MoE layer's MLP part on this rank."""
+def _moe(args: Any, par: Any, tokens: float, dt: str) -> tuple[float, float, int, float]:
+    """(fwd+bwd, fwd, launches, host wait) of one MoE layer's MLP part on this rank."""
     e, k, h = args.num_experts, args.moe_router_topk, args.hidden_size
     f = args.moe_ffn_hidden_size or args.ffn_hidden_size
     ep, etp = par.expert, par.expert_tensor or par.tensor
@@ -217,4 +228,8 @@ def _moe(args: Any, par: Any, tokens: float, dt: str) -> tuple[float, float, int
     permute = 2 * rates.op_seconds("add", routed * h) * 2  # gather and scatter-add of the routed tokens
     total = gemm + router + act + permute
     fwd = gemm_fwd + (router + act + permute) / 3
-    return total, fwd, LAUNCHES_MOE_ROUTING + LAUNCHES_PER_EXPERT * local
+    # each expert's calls: their host time (new-shape GEMMs and the other launches) against their GPU
+    # time; what the host takes beyond the GPU is waited for, the synchronisations leaving nothing queued
+    host = EXPERT_GEMMS * EXPERT_GEMM_HOST_S + LAUNCHES_PER_EXPERT * rates.host_seconds_per_launch()
+    wait = local * max(0.0, host - (gemm + act) / local)
+    return total, fwd, LAUNCHES_MOE_ROUTING + LAUNCHES_PER_EXPERT * local, wait
