@@ -62,9 +62,6 @@ def setup_venvs() -> tuple[Path, Path]:
         shutil.rmtree(TOOL_VENV, ignore_errors=True)
         venv.EnvBuilder(with_pip=True).create(TOOL_VENV)
         subprocess.run([str(TOOL_VENV / "bin" / "python"), "-m", "pip", "install", "-q", str(REPO)], check=True)
-        # the reference row imports Jinja, which the compiler no longer needs (templating.py):
-        # installed beside it for that row only
-        subprocess.run([str(TOOL_VENV / "bin" / "python"), "-m", "pip", "install", "-q", "jinja2>=3.1,<4"], check=True)
         stamp.write_text(source)
     if not (TORCHX_VENV / "bin" / "torchx").exists():
         venv.EnvBuilder(with_pip=True).create(TORCHX_VENV)
@@ -218,11 +215,8 @@ def main() -> int:
         commands = {
             "cold": lambda: run(single, env=env),
             "first": first,
-            # the reference: PyYAML, Jinja and pydantic-core (what the compile path loaded
-            # when the budget was set; never pydantic's models)
+            # what the compile path loads: PyYAML, Jinja and pydantic-core (never pydantic's models)
             "libs": lambda: run([python, "-c", "import yaml, jinja2, pydantic_core"], env=env),
-            # what the compile path loads now: no Jinja (render/templating.py)
-            "libs_now": lambda: run([python, "-c", "import yaml, pydantic_core"], env=env),
             "torchx": lambda: run([str(torchx_bin / "torchx"), "run", "--dryrun", "--scheduler", "local_cwd",
                                    "dist.ddp", "-j", "2x2", "--script", "train.py"], cwd=work, env=env),
             "help": lambda: run([tool, "--help"], env=env),
@@ -244,8 +238,6 @@ def main() -> int:
         rows = [
             Row("one compile of specs/tp2.yaml (a process, all 7 artifacts written) vs python -c "
                 "'import yaml, jinja2, pydantic_core'", seconds["cold"], seconds["libs"], 1.5),
-            Row("(no budget) one compile of specs/tp2.yaml vs python -c 'import yaml, pydantic_core' (the libraries "
-                "it loads)", seconds["cold"], seconds["libs_now"], None),
             Row("one compile of specs/tp2.yaml vs TorchX's dry run of a 2x2 DDP job (dist.ddp -j 2x2)",
                 seconds["cold"], seconds["torchx"], 0.75),
             Row("first compile of specs/tp2.yaml with an empty XDG_CACHE_HOME vs TorchX's 2x2 dry run",

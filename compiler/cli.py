@@ -1,7 +1,7 @@
 """The command line: argv -> exit code (0 ok, 1 diagnostics or stale artifacts, 2 usage).
 
 It only parses options and hands over to a command (commands/); the heavy imports (pydantic,
-yaml, the templates) happen after argument parsing, so --help and --version stay fast.
+jinja2, yaml) happen after argument parsing, so --help and --version stay fast.
 """
 
 from __future__ import annotations

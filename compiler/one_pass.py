@@ -1,10 +1,12 @@
 """The one pass over one spec: load -> check -> plan -> render, with plain data between the stages.
 
-Importing this module imports every stage (YAML, the validator, the templates); the pydantic model classes
+Importing this module imports every stage (YAML, the validator, Jinja); the pydantic model classes
 load only for a compile with --set (schema/models.py), as a validated spec is made of records.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from .tuples import NamedTuple
 from .check.facts import Facts

@@ -3,6 +3,7 @@
 import re
 import shlex
 
+import jinja2
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,8 +14,7 @@ from compiler.render.quoting import (
 )
 from compiler.render.quoting import finalize as _finalize
 from compiler.schema.formats import CONTROL
-from compiler.render.render import templates_dir
-from compiler.render.templating import Template, TemplateError
+from compiler.render.render import environment, templates_dir
 from helpers import REPO, compile_text, resolved_text
 
 # what a spec may hold: no control or invisible character (formats.CONTROL also names the invisible
@@ -50,11 +50,12 @@ def test_generated_torchrun_argv_is_the_plans(in_repo):
 
 
 def test_unquoted_interpolation_fails_closed():
-    with pytest.raises(TemplateError, match="quoting filter"):
-        Template("echo {{ value }}", "t", QUOTING_FILTERS, _finalize)
-    with pytest.raises(TemplateError, match="missing is not defined"):
-        Template("echo {{ missing | sh }}", "t", QUOTING_FILTERS, _finalize).render()
-    assert Template("echo {{ value | sh }}", "t", QUOTING_FILTERS, _finalize).render(value="$(reboot)") == "echo '$(reboot)'"
+    env = environment()
+    with pytest.raises(TemplateSafetyError):
+        env.from_string("echo {{ value }}").render(value="$(reboot)")
+    with pytest.raises(jinja2.UndefinedError):
+        env.from_string("echo {{ missing | sh }}").render()
+    assert env.from_string("echo {{ value | sh }}").render(value="$(reboot)") == "echo '$(reboot)'"
 
 
 def test_finalize_accepts_only_safe_text():

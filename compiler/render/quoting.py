@@ -1,8 +1,7 @@
 """Quoting filters, the only filters templates have: each returns Safe text for its target language.
 
-Every `{{ … }}` in a template must end in one of these (templating.py refuses a template otherwise),
-and `finalize` raises on anything but their Safe text, so a value that was not quoted for its target
-language can never reach an artifact.
+Every `{{ … }}` in a template must end in one of these; the environment's `finalize` raises on
+anything else, so a value that was not quoted for its target language can never reach an artifact.
 """
 
 from __future__ import annotations
@@ -11,7 +10,9 @@ import json
 import re
 import shlex
 from functools import lru_cache
-from typing import Any, Callable, Iterable, cast
+from typing import Any, Iterable, cast
+
+import jinja2
 
 from ..plan.shell import Var, Word
 from ..platform.engine import EnvParam
@@ -38,6 +39,8 @@ def _no_control(text: str, where: str) -> str:
 
 
 def _scalar_text(value: Any) -> str:
+    if isinstance(value, jinja2.Undefined):
+        str(value)  # StrictUndefined raises UndefinedError naming the missing variable
     if isinstance(value, bool) or value is None:
         raise TemplateSafetyError(f"{value!r} has no single shell spelling; give the plan a string or an int")
     if isinstance(value, (str, int)):
@@ -223,7 +226,7 @@ def yaml_heredoc(text: str) -> Safe:
     return Safe("\n".join("  " + line if line else "" for line in lines))
 
 
-QUOTING_FILTERS: dict[str, Callable[..., Safe]] = {
+QUOTING_FILTERS = {
     "sh": sh, "sh_word": sh_word, "sh_command": sh_command, "sh_inline": sh_inline, "sh_name": sh_name, "comment": comment,
     "docker_word": docker_word, "docker_str": docker_str, "docker_json": docker_json, "md": md, "md_code": md_code,
     "heredoc": heredoc, "sh_param": sh_param, "sh_names": sh_names, "dq_text": dq_text, "comment_text": comment_text,

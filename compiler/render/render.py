@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import yaml
 
 from .. import installation
@@ -20,7 +21,6 @@ from ..platform.engines import engine
 from ..plan.types import Plan
 from ..schema.formats import CONTROL
 from .quoting import QUOTING_FILTERS, TemplateSafetyError, finalize
-from .templating import Template
 
 
 def templates_dir() -> Path:
@@ -28,12 +28,32 @@ def templates_dir() -> Path:
     return Path(installation.templates_dir())
 
 
-@lru_cache(maxsize=None)
-def template(name: str) -> Template:
-    """A template of templates/, parsed when a process first renders it (templating.py's language;
-    every `{{ … }}` quoted by one of the quoting filters, which finalize holds to)."""
-    source = (templates_dir() / name).read_text(encoding="utf-8")
-    return Template(source, name, QUOTING_FILTERS, finalize)
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        finalize=finalize,
+        keep_trailing_newline=True,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        auto_reload=False,
+        # Jinja's optimizer folds constant expressions; every expression here is a plan value through a
+        # quoting filter, so it finds nothing to fold and only costs time (about 3 of the 24 ms that
+        # compiling tp2's six templates takes; docs/performance.md)
+        optimized=False,
+    )
+    env.filters.clear()  # only quoting filters: no string methods or arithmetic helpers in templates
+    env.globals.clear()  # no range, dict, cycler…: templates read the plan and nothing else
+    env.tests.clear()
+    env.filters.update(QUOTING_FILTERS)
+    return env
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    """One Jinja environment per process: each template is compiled once, when first rendered."""
+    return _environment()
 
 
 def to_json(document: dict[str, Any]) -> str:
@@ -77,14 +97,15 @@ def _generated_by(plan: Plan) -> dict[str, str]:
 def render(plan: Plan) -> dict[str, str]:
     """Render every artifact of a plan, keyed by file name, in plan.artifacts order: each step's
     templates, then the platform's job document of each step that runs (it embeds the launch)."""
+    env = environment()
     rendered: dict[str, str] = {}
     for step in plan.steps:
         for artifact in step.artifacts:
             if artifact.template is not None and artifact.embeds is None:
-                rendered[artifact.file] = _tidy(template(artifact.template).render(plan=plan, step=step))
+                rendered[artifact.file] = _tidy(env.get_template(artifact.template).render(plan=plan, step=step))
     for artifact in plan.summary:
         assert artifact.template is not None
-        rendered[artifact.file] = _tidy(template(artifact.template).render(plan=plan))
+        rendered[artifact.file] = _tidy(env.get_template(artifact.template).render(plan=plan))
     # the platform's documents carry a script rendered above: job.json, job.sbatch, trainjob.yaml
     for step in plan.steps:
         for artifact in step.artifacts:
@@ -92,7 +113,7 @@ def render(plan: Plan) -> dict[str, str]:
                 continue
             embedded = rendered[artifact.embeds]
             if artifact.template is not None:
-                rendered[artifact.file] = _tidy(template(artifact.template).render(
+                rendered[artifact.file] = _tidy(env.get_template(artifact.template).render(
                     plan=plan, step=step, embedded=embedded))
             else:
                 document = engine(plan.platform).render(step.job, plan.header.lines(), _generated_by(plan), embedded)
