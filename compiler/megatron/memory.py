@@ -1,9 +1,10 @@
 """Memory, checkpoint and storage estimates for pretrain_gpt.py, shown before a GPU is spent.
 
 `megatron_weight_and_optimizer_bytes` and `megatron_activation_bytes` reproduce
-megatron/training/theoretical_memory_usage.py at the pinned commit (dense and MoE GPT; no MLA, no
-MTP, no hybrid models), so the figures equal the "Theoretical memory footprints" line Megatron
-prints. The peak estimate is built separately, tensor by tensor (activations.py), plus what
+megatron/training/theoretical_memory_usage.py at the pinned commit (dense and MoE GPT with
+multi-latent attention, first dense layers, shared experts and MTP; no hybrid models), so the figures
+equal the "Theoretical memory footprints" line Megatron prints (MTP models: plus each MTP layer's own
+projection and norms, which Megatron's formula leaves out). The peak estimate is built separately, tensor by tensor (activations.py), plus what
 Megatron's weight formula leaves out (learned position embeddings) and the unfused attention's
 persistent score buffer; docs/memory-model.md compares it with measured runs.
 """
@@ -18,6 +19,7 @@ from ..tuples import NamedTuple
 from . import activations as act
 from .fp8 import fp8_memory
 from .gpus import gpu_of_flavor
+from .param_counts import counts as _counts
 from .parallel import ParallelLayout as Layout
 from .pretrain import (
     ffn_hidden_size, num_microbatches, padded_vocab_size, train_iterations, virtual_pipeline_size, vocab_size,
@@ -70,51 +72,6 @@ class Estimate(NamedTuple):
     peak_fraction_of_gpu: float | None
     workspace_mb: float = round(act.CUBLAS_WORKSPACE_BYTES / MB, 2)  # cuBLAS workspaces, measured
     held_weights_mb: float | None = None  # weights + grads + optimizer as held (fp16: 2-byte grads), in the peak
-
-
-def _counts(t: Any, layout: Layout, padded_vocab: int) -> dict[str, float]:
-    """compute_weight_and_optimizer_memory's parameter counts (theoretical_memory_usage.py:13-247)."""
-    m = t.model
-    h, heads = m.hidden_size, m.num_attention_heads
-    kv_channels = h // heads  # arguments.py:1283-1284
-    query_projection_to_hidden = kv_channels * heads / h
-    groups = m.num_query_groups if m.num_query_groups is not None else heads
-    num_experts = 1 if m.num_experts is None else m.num_experts
-    gated = 3 / 2 if m.swiglu else 1
-    ffn = ffn_hidden_size(m)
-    moe_ffn = (m.moe_ffn_hidden_size or ffn) if m.num_experts is not None else 0  # arguments.py:1481-1483
-    num_moe_layers = m.num_layers if m.num_experts is not None else 0  # moe_layer_freq defaults to 1
-    num_dense_layers = m.num_layers - num_moe_layers
-    norm_size = 1 if m.normalization == "RMSNorm" else 2
-    attention = 2 * h * h * ((1 + groups / heads) * query_projection_to_hidden)
-    embedding = h * padded_vocab
-    final_norm = norm_size * h
-    embeddings_total = 2 * embedding if m.untie_embeddings else embedding
-    dense_mlp = 2 * h * ffn * gated
-    routed = 2 * h * moe_ffn * num_experts * gated
-    norms = 2 * h * norm_size
-    add_bias_linear = not m.disable_bias_linear
-    router = (h * num_experts + (num_experts if add_bias_linear else 0)) if m.num_experts is not None else 0
-    block = ((attention + dense_mlp + norms) * num_dense_layers
-             + (attention + routed + norms + router) * num_moe_layers + final_norm)
-    total = block + embeddings_total
-    tp_sharded = (attention + dense_mlp) * num_dense_layers + attention * num_moe_layers
-    replicated = norms * num_dense_layers + (norms + router) * num_moe_layers + final_norm
-    expert_sharded = routed * num_moe_layers
-    pp, tp = layout.pipeline, layout.tensor
-    etp, ep = layout.expert_tensor, layout.expert
-    tp_on_most_loaded = (tp_sharded / pp + embedding) / tp
-    replicated_on_most_loaded = replicated / pp
-    expert_on_most_loaded = (expert_sharded / pp) / (etp * ep)
-    if m.untie_embeddings and pp == 1:
-        tp_on_most_loaded += embedding / tp
-    return {
-        "total": total, "tp": tp_on_most_loaded, "replicated": replicated_on_most_loaded,
-        "expert": expert_on_most_loaded,
-        # one pipeline stage's share, for the per-stage figures (stage_memory.py)
-        "stage_layers_tp": tp_sharded / pp / tp, "stage_layers_replicated": (replicated - final_norm) / pp,
-        "embedding_tp": embedding / tp, "final_norm": final_norm,
-    }
 
 
 def bytes_per_parameter(distributed_optimizer: bool, data_parallel: int, precision: str = "bf16") -> float:

@@ -14,7 +14,8 @@ from typing import Any
 
 from ..tuples import NamedTuple
 from . import activations as act
-from .memory import MB, _counts, bytes_per_parameter, position_parameters, shape_of
+from .memory import MB, bytes_per_parameter, position_parameters, shape_of
+from .param_counts import counts as _counts
 from .parallel import ParallelLayout
 from .pretrain import num_microbatches, padded_vocab_size, vocab_size
 
