@@ -33,6 +33,9 @@ def main() -> None:
             torch.cuda.synchronize = lambda *a, **k: None  # dist_checkpointing syncs before writing
             torch.cuda.current_device = lambda: "cpu"  # and all-reduces its failure flag there
             torch.cuda.Stream = type("Stream", (), {"__new__": lambda cls, *a, **k: None})  # MoE alltoall makes one
+    if os.environ.get("MLA_CPU_SHIM") == "1":  # CPU debugging of MLA without TE (mla_cpu_shim.py)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import mla_cpu_shim  # noqa: F401
     from megatron.bridge import AutoBridge
     from megatron.bridge.models.gpt_provider import default_layer_spec, local_layer_spec
 

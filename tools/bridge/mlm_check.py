@@ -21,6 +21,9 @@ def main() -> None:
                       RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
     cuda = torch.cuda.is_available()
     sys.argv = ["pretrain_gpt.py", *open(flags_file).read().split(), *extra]
+    if os.environ.get("MLA_CPU_SHIM") == "1":  # CPU debugging of MLA without TE (mla_cpu_shim.py)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import mla_cpu_shim  # noqa: F401
     from megatron.core import dist_checkpointing, parallel_state, tensor_parallel
     from megatron.training.arguments import core_transformer_config_from_args, parse_args, validate_args
     from megatron.training.global_vars import set_global_variables
@@ -38,7 +41,11 @@ def main() -> None:
         tensor_parallel.get_cuda_rng_tracker().fork = lambda *a, **k: contextlib.nullcontext()
         args.use_cpu_initialization = True
         torch.cuda.current_device = lambda: "cpu"  # RoPE moves inv_freq to the "current" device
-        torch.cuda.Stream = type("Stream", (), {"__new__": lambda cls, *a, **k: None})  # MoE alltoall makes one
+        # MoE's alltoall dispatcher moves its split sizes to the host on a side stream and waits for it
+        noop = type("NoOp", (), {"__getattr__": lambda self, name: lambda *a, **k: noop})()
+        torch.cuda.Stream = lambda *a, **k: noop
+        torch.cuda.current_stream = lambda *a, **k: noop
+        torch.cuda.stream = lambda *a, **k: contextlib.nullcontext()
     from gpt_builders import gpt_builder
 
     config = core_transformer_config_from_args(args)
