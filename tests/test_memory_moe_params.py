@@ -4,6 +4,7 @@ weight Bridge builds and the published sizes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import types
 from pathlib import Path
@@ -79,3 +80,62 @@ def test_expert_parallelism_splits_only_the_routed_experts(base):
     routed = 58 * 256 * 3 * 7168 * 2048 + 1 * 256 * 3 * 7168 * 2048  # 58 MoE layers and the MTP layer
     assert one["expert"] == routed and ep8["expert"] == routed / 8
     assert ep8["tp"] == one["tp"] and ep8["replicated"] == one["replicated"]
+
+
+# --- the activation model (activations.py) for the same layouts ---
+
+def shape(base, a, layout=ONE_GPU, **changes):
+    from compiler.megatron.memory import shape_of
+
+    t = types.SimpleNamespace(**{k: getattr(base, k) for k in (
+        "recompute", "args", "batch", "fused_kernels", "precision", "sequence_parallel", "virtual_pipeline")},
+        model=replace(training_of(base, a).model, seq_length=4096))
+    x = shape_of(t, layout, a.vocab_size, 8)
+    return dataclasses.replace(x, **changes) if changes else x
+
+
+def test_first_dense_layers_keep_a_dense_mlp_on_the_first_stage(base):
+    from compiler.megatron import activations as act
+
+    a = derive(dict(config("DeepSeek-V3"), intermediate_size=12288))  # a dense MLP unlike the MoE one
+    x = shape(base, a, mtp_layers=0)
+    assert x.moe_layers[:4] == (0, 0, 0, 1) and x.mla is not None and x.shared_ffn == 2048
+    all_moe = dataclasses.replace(x, moe_layers=None)
+    dense, moe = act.full_layer(x, False).kept, act.full_layer(x, True).kept
+    assert dense != moe
+    assert act.microbatch_profile(x)[0] - act.microbatch_profile(all_moe)[0] == pytest.approx(3 * (dense - moe))
+
+
+def test_shared_experts_keep_an_mlp_over_every_token(base):
+    from compiler.megatron import activations as act
+
+    x = shape(base, derive(config("DeepSeek-V3")))
+    no_shared = dataclasses.replace(x, shared_ffn=0)
+    tokens = x.seq * x.micro
+    swiglu_kept = 3 if x.fused else 4  # fc1 out (2 ffn), [SiLU out,] fc2 in
+    assert act.full_layer(x, True).mlp - act.full_layer(no_shared, True).mlp == 2 * tokens * 2048 * swiglu_kept
+
+
+def test_mtp_layers_sit_on_the_last_stage_with_their_logits(base):
+    from compiler.megatron import activations as act
+
+    a = derive(config("DeepSeek-V3"))
+    x = shape(base, a, pp=2)
+    none = dataclasses.replace(x, mtp_layers=0)
+    assert act.microbatch_profile(x, 0) == act.microbatch_profile(none, 0)
+    extra = act.microbatch_profile(x, 1)[0] - act.microbatch_profile(none, 1)[0]
+    assert extra == act.full_layer(x, True).kept + 2 * x.seq * x.micro * 2 * x.hidden  # a layer and eh_proj's input
+    assert act.loss_bytes(x) - act.loss_bytes(none) == 6 * x.seq * x.micro * x.vocab  # its logits, 6 bytes each
+
+
+def test_mla_keeps_its_latent_and_head_tensors(base):
+    """DeepSeek-V3's MLA at TP 1: per token h + 2·q_lora + 2·kv_lora + rope (whole) and
+    n·(qk+rope) [q up] + n·(qk+v) [kv up] + n·rope [rotated] + 2·n·(qk+rope) [q, k] + 2·n·v [v, proj in]."""
+    from compiler.megatron import activations as act
+
+    x = shape(base, derive(config("DeepSeek-V3")))
+    n, h = 128, 7168
+    per_token = h + 2 * 1536 + 2 * 512 + 64 + n * 192 + n * 256 + n * 64 + 2 * n * 192 + 2 * n * 128
+    assert act.full_layer(x, True).attention_linear == 2 * x.seq * x.micro * per_token
+    standard = dataclasses.replace(x, mla=None)
+    assert act.full_layer(x, True).attention_linear > 2 * act.full_layer(standard, True).attention_linear

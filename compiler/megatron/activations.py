@@ -31,6 +31,15 @@ The layer (megatron/core/models/gpt/gpt_layer_specs.py, local and TE specs):
 Tensors before a column-parallel linear are whole on every TP rank unless sequence parallel splits
 them; tensors between a column- and a row-parallel linear are split by TP.
 
+MoE and MLA layers (derived from the source, not measured): an MoE layer's MLP keeps each routed
+token's expert activations, spread over EP x ETP ranks, and its shared experts' (moe_layer_freq: the
+first dense layers keep a dense MLP's); multi-latent attention (multi_latent_attention.py
+get_query_key_value_tensors) keeps the down projections' input, the compressed q and kv before and
+after their norms (the up projections' inputs), the up projections' outputs, the rotated rope parts,
+the assembled query and key, the value and the output projection's input; MTP layers
+(multi_token_prediction.py) sit on the last stage: a layer like the last one, the concatenated
+[s, b, 2h] input of eh_proj and its own logits.
+
 Recompute (transformer_config.py:1583-1584: --recompute-modules defaults to core_attn) drops what a
 recomputed module keeps and holds it again, for one layer at a time, during that layer's backward;
 full recompute keeps each recomputed unit's input only (transformer_block.py _checkpointed_forward).
@@ -85,6 +94,18 @@ class Shape:
     modules: tuple[str, ...]  # selective recompute's modules
     method: str | None  # full recompute: "uniform" or "block"
     recompute_layers: int | None
+    moe_layers: tuple[int, ...] | None = None  # 1 for an MoE layer (moe_layer_freq); None: every layer
+    shared_ffn: int = 0  # the shared experts' intermediate size
+    mla: tuple[int | None, int, int, int, int] | None = None  # q_lora, kv_lora, qk, qk rope, v head dims
+    mtp_layers: int = 0
+
+    def is_moe(self, layer: int) -> bool:
+        """Whether layer `layer` (0-based, counting MTP layers after the last) has an MoE MLP."""
+        if self.num_experts is None:
+            return False
+        if self.moe_layers is None:
+            return True
+        return bool(self.moe_layers[min(layer, len(self.moe_layers) - 1)])
 
 
 @dataclass(frozen=True)
@@ -108,8 +129,9 @@ def scores_elements(x: Shape) -> float:
     return x.micro * (x.heads / x.tp) * x.seq ** 2
 
 
-def full_layer(x: Shape) -> Layer:
-    """A layer with nothing recomputed."""
+def full_layer(x: Shape, moe: bool | None = None) -> Layer:
+    """A layer with nothing recomputed (an MoE layer unless `moe` says which; dense without experts)."""
+    moe = x.num_experts is not None if moe is None else moe
     s, b, h, e, tp = x.seq / x.cp, x.micro, x.hidden, x.elem, x.tp
     whole = tp if x.sp else 1  # [s, b, h] tensors outside the TP region
     sbh = s * b * h
@@ -117,7 +139,9 @@ def full_layer(x: Shape) -> Layer:
     norms = 2 * (e * sbh + stats * s * b) / whole
     q, kv = x.heads * x.kv_channels, x.groups * x.kv_channels
     attention = e * sbh / whole + e * s * b * (q + 2 * kv) / tp + e * sbh / tp  # QKV in, QKV out, proj in
-    if x.rope and not x.fused:
+    if x.mla is not None:
+        attention = _mla_attention(x, s * b, whole)
+    elif x.rope and not x.fused:
         attention += e * s * b * (q + kv) / tp + e * s * b * q / tp  # rotate_half(q), rotate_half(k), new q
         if x.groups == x.heads:
             attention += e * s * b * kv / tp  # the new k, kept by the score matmul
@@ -128,12 +152,25 @@ def full_layer(x: Shape) -> Layer:
         core_backward = 4 * e * scores_elements(x)
     else:
         core = core_backward = 4 * b * (x.heads / tp) * s  # log-sum-exp in fp32
-    if x.num_experts is None:
+    if not moe:
         mlp = e * sbh / whole + _mlp_inner(x, x.ffn, s * b) / tp
-    else:  # each token's top-k experts, spread over EP × ETP ranks (not measured)
-        mlp = e * sbh / whole + _mlp_inner(x, x.moe_ffn, s * b * x.topk) / (x.etp * x.ep) * x.ep
+    else:  # each token's top-k experts, spread over EP × ETP ranks, and the shared experts (not measured)
+        mlp = (e * sbh / whole + _mlp_inner(x, x.moe_ffn, s * b * x.topk) / (x.etp * x.ep) * x.ep
+               + _mlp_inner(x, x.shared_ffn, s * b) / tp)
     masks = 2 * sbh / whole
     return Layer(norms, attention, core, core_backward, mlp, masks)
+
+
+def _mla_attention(x: Shape, tokens: float, whole: int) -> float:
+    """Multi-latent attention's kept tensors (module docstring), e bytes each; the up projections
+    and everything after them are split by TP, the compressed q and kv are whole on every rank."""
+    assert x.mla is not None
+    q_lora, kv_lora, qk, rope, v = x.mla
+    n = x.heads / x.tp
+    compressed = 2 * (q_lora or 0) + 2 * kv_lora + rope  # norm inputs and outputs, k's rope part
+    q_up = n * (qk + rope)
+    split = q_up + n * (qk + v) + n * rope + 2 * n * (qk + rope) + n * v + n * v  # ups, rope, q, k, v, proj in
+    return x.elem * tokens * (x.hidden / whole + compressed + split)
 
 
 def _mlp_inner(x: Shape, ffn: int, tokens: float) -> float:
@@ -144,9 +181,9 @@ def _mlp_inner(x: Shape, ffn: int, tokens: float) -> float:
     return e * tokens * ffn * 2  # fc1 out, fc2 in
 
 
-def kept_layer(x: Shape) -> Layer:
+def kept_layer(x: Shape, moe: bool | None = None) -> Layer:
     """A layer as selective recompute of x.modules leaves it after its forward."""
-    full = full_layer(x)
+    full = full_layer(x, moe)
     if x.recompute != "selective":
         return full
     s, b, e = x.seq / x.cp, x.micro, x.elem
@@ -185,20 +222,35 @@ def recomputed_units(x: Shape) -> list[tuple[int, bool]]:
     return units + ([(n % k, True)] if n % k else [])
 
 
-def microbatch_profile(x: Shape) -> tuple[float, float]:
-    """(kept after the forward, highest backward peak) of one micro batch on a stage."""
-    full, kept = full_layer(x), kept_layer(x)
-    backward_extra = kept.core_attention_backward - kept.core_attention  # beyond what the layer keeps
+def microbatch_profile(x: Shape, stage: int = 0) -> tuple[float, float]:
+    """(kept after the forward, highest backward peak) of one micro batch on pipeline stage `stage`:
+    its layers as moe_layers says (the first dense layers sit on the first stage), and on the last
+    stage the MTP layers, each a layer like the last plus eh_proj's [s, b, 2h] input."""
+    n = stage_layers(x)
+    kinds = [x.is_moe(stage * n + i) for i in range(n)]
+    full = {k: full_layer(x, k) for k in set(kinds)}
+    kept = {k: kept_layer(x, k) for k in set(kinds)}
     done = peak = 0.0
+    i = 0
     for size, recomputed in recomputed_units(x):
+        unit = kinds[i:i + size]
+        i += size
         if recomputed:  # the unit runs its forward again, keeping everything, then its backward
-            held = size * full.kept + (full.core_attention_backward - full.core_attention)
+            last = full[unit[-1]]
+            held = sum(full[k].kept for k in unit) + (last.core_attention_backward - last.core_attention)
             unit_kept = layer_input(x)
         else:
-            held = kept.kept + backward_extra
-            unit_kept = kept.kept
+            one = kept[unit[0]]
+            held = one.kept + one.core_attention_backward - one.core_attention
+            unit_kept = one.kept
         peak = max(peak, done + held)
         done += unit_kept
+    if stage == x.pp - 1 and x.mtp_layers:
+        mtp = full_layer(x, x.is_moe(x.layers))  # MTP layers are not recomputed (transformer_block.py)
+        s = x.seq / x.cp
+        per_layer = mtp.kept + x.elem * s * x.micro * 2 * x.hidden / (x.tp if x.sp else 1)
+        peak = max(peak, done + x.mtp_layers * per_layer + mtp.core_attention_backward - mtp.core_attention)
+        done += x.mtp_layers * per_layer
     return done, peak
 
 
@@ -225,7 +277,7 @@ def loss_bytes(x: Shape) -> float:
     s, b = x.seq / x.cp, x.micro
     inputs = 2 * x.elem * s * b * x.hidden / (x.tp if x.sp else 1)
     logit_bytes = 4 + (x.elem if x.elem < 4 else 0)
-    return inputs + logit_bytes * s * b * x.vocab / x.tp
+    return inputs + logit_bytes * s * b * x.vocab / x.tp * (1 + x.mtp_layers)  # and each MTP layer's logits
 
 
 def attention_buffer_bytes(x: Shape) -> float:
@@ -239,7 +291,8 @@ def activation_peak(x: Shape) -> tuple[float, float, str]:
     kept, backward = microbatch_profile(x)
     extra = first_stage_extra(x)
     first = (in_flight(x) - 1) * kept + backward + extra
-    last_layers = kept + (extra if x.pp == 1 else 0)  # 1F1B: the last stage holds one micro batch
+    last_kept = kept if x.pp == 1 else microbatch_profile(x, x.pp - 1)[0]
+    last_layers = last_kept + (extra if x.pp == 1 else 0)  # 1F1B: the last stage holds one micro batch
     if first >= last_layers + loss_bytes(x):
         return first, 0.0, "a layer's backward"
     return last_layers, loss_bytes(x), "the loss"

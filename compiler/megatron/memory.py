@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..tuples import NamedTuple
 from . import activations as act
+from .flops import flops_args
 from .fp8 import fp8_memory
 from .gpus import gpu_of_flavor
 from .param_counts import counts as _counts
@@ -157,9 +158,11 @@ def shape_of(t: Any, layout: Layout, padded_vocab: int, microbatches: int) -> ac
     """The activation model's inputs for a spec's training section and layout."""
     m, r = t.model, t.recompute
     modules = recompute_modules(list(t.args)) if r is not None and r.granularity == "selective" else None
+    a = flops_args(m, padded_vocab)  # init_from's kv_channels, MLA and MoE layout (flops.py)
+    mla = (a.q_lora_rank, a.kv_lora_rank, a.qk_head_dim, a.qk_pos_emb_head_dim, a.v_head_dim)
     return act.Shape(
         layers=m.num_layers, hidden=m.hidden_size, heads=m.num_attention_heads,
-        groups=m.num_query_groups or m.num_attention_heads, kv_channels=m.hidden_size // m.num_attention_heads,
+        groups=m.num_query_groups or m.num_attention_heads, kv_channels=a.kv_channels,
         ffn=ffn_hidden_size(m), seq=m.seq_length, micro=t.batch.micro, vocab=padded_vocab, swiglu=m.swiglu,
         rmsnorm=m.normalization == "RMSNorm", rope=m.position_embedding == "rope", bias=not m.disable_bias_linear,
         fused=t.fused_kernels, local_attention=m.transformer_impl == "local", num_experts=m.num_experts,
@@ -170,6 +173,9 @@ def shape_of(t: Any, layout: Layout, padded_vocab: int, microbatches: int) -> ac
         recompute=None if r is None else r.granularity,
         modules=("core_attn",) if modules is None else modules,  # transformer_config.py:1583-1584
         method=None if r is None else r.method, recompute_layers=None if r is None else r.num_layers,
+        moe_layers=tuple(a.moe_layer_freq) if isinstance(a.moe_layer_freq, list) else None,
+        shared_ffn=a.moe_shared_expert_intermediate_size or 0, mla=mla if a.multi_latent_attention else None,
+        mtp_layers=a.mtp_num_layers or 0,
     )
 
 
@@ -203,6 +209,8 @@ def not_measured(shape: act.Shape, t: Any) -> tuple[str, ...]:
             out.append(f"{name} parallel {size}: derived from the source, not measured")
     if shape.num_experts is not None:
         out.append("MoE activations: derived from the source, not measured")
+    if shape.mla is not None or shape.mtp_layers:
+        out.append("multi-latent attention and MTP activations: derived from the source, not measured")
     if shape.recompute == "selective" and set(shape.modules) != {"core_attn"}:
         out.append(f"selective recompute of {', '.join(shape.modules)}: only core_attn was measured")
     if shape.elem != 2 or t.precision == "fp16":

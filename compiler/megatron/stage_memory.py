@@ -58,13 +58,13 @@ def stage_peaks(t: Any, layout: ParallelLayout) -> list[StagePeak] | None:
     dense_bpp = bytes_per_parameter(t.distributed_optimizer, layout.data, t.precision)
     expert_bpp = bytes_per_parameter(t.distributed_optimizer, layout.expert_data, t.precision)
     layers = c["stage_layers_tp"] + c["stage_layers_replicated"]
-    kept, backward = act.microbatch_profile(x)
     buffers = act.attention_buffer_bytes(x)
     pp, untied = layout.pipeline, t.model.untie_embeddings
     ranks = [("first", 0)] + ([("last", pp - 1)] if pp > 1 else [])
     out = []
     for stage, r in ranks:
         first, last = r == 0, r == pp - 1
+        kept, backward = act.microbatch_profile(x, r)  # the first dense layers, the MTP layers
         params = layers + c["expert"]
         if first:
             params += c["embedding_tp"]
