@@ -17,6 +17,7 @@ with the reference's K+1 and K+2 losses averaged as Megatron averages them (a fl
 
 from __future__ import annotations
 
+import math
 import re
 import struct
 import sys
@@ -144,6 +145,11 @@ def compare(reference: Path, resumed: Path, count: int = 5) -> tuple[list[str], 
                 want = accumulated(ref[i - 1].loss, a.loss)
                 note = f" (the resumed line is the mean of {i - 1} and {i}: {want} from the reference)"
             same = (a.consumed, a.lr, want, a.grad_norm) == (b.consumed, b.lr, b.loss, b.grad_norm)
+            if note and not same and (a.consumed, a.lr, a.grad_norm) == (b.consumed, b.lr, b.grad_norm) and \
+                    abs(float(want) - float(b.loss)) <= 1.01e-6 * 10 ** math.floor(math.log10(abs(float(want)))):
+                # the mean rebuilt from two printed (rounded) losses may differ from Megatron's mean of
+                # the unrounded ones by one unit of the last printed digit
+                same, note = True, note[:-1] + ", within one unit of the last printed digit)"
             ok &= same
             text = (f"  iteration {i}: consumed {a.consumed}/{b.consumed}, lr {a.lr}/{b.lr}, "
                     f"loss {a.loss}/{b.loss}{note}, grad norm {a.grad_norm}/{b.grad_norm}: "

@@ -88,6 +88,10 @@ def main() -> None:
     provider = bridge.to_megatron_provider(load_weights=False)
     if importlib.util.find_spec("transformer_engine") is None:
         without_te(provider)
+    elif importlib.util.find_spec("fused_weight_gradient_mlp_cuda") is None:
+        # TE without Apex: Megatron's output layer refuses gradient accumulation fusion without Apex's
+        # kernel (tensor_parallel/layers.py:957); a training-time kernel, no weight changes
+        provider.gradient_accumulation_fusion = False
     provider.perform_initialization = False
     provider.finalize()
     with temporary_distributed_context(backend="gloo"):

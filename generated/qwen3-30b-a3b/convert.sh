@@ -87,6 +87,10 @@ def main() -> None:
     provider.expert_model_parallel_size = expert
     if importlib.util.find_spec("transformer_engine") is None:
         without_te(provider)
+    elif importlib.util.find_spec("fused_weight_gradient_mlp_cuda") is None:
+        # TE without Apex: Megatron's output layer refuses gradient accumulation fusion without Apex's
+        # kernel (tensor_parallel/layers.py:957); a training-time kernel, no weight changes
+        provider.gradient_accumulation_fusion = False
     provider.finalize()
     model = provider.provide_distributed_model(wrap_with_ddp=False, use_cpu_initialization=True)
     kwargs = getattr(bridge._model_bridge, "get_hf_tokenizer_kwargs", lambda: {})() or {}

@@ -1,0 +1,112 @@
+"""The H200 round trips of issue 30 (tests/fixtures/moe-device, tests/fixtures/mla-device; their
+READMEs say how they ran): first losses against transformers on the same batch, a SIGTERM'd and
+restarted run against an uninterrupted one, the export scored by transformers against Megatron's
+own loss on the same weights, and the exported config.json against the committed one."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+
+import pytest
+
+from helpers import REPO
+
+MOE = REPO / "tests" / "fixtures" / "moe-device"
+MLA = REPO / "tests" / "fixtures" / "mla-device"
+LOSS = re.compile(r" iteration +(\d+)/ *\d+ \|.*?lm loss: ([^ ]+) \|")
+
+
+def _compare():
+    spec = importlib.util.spec_from_file_location("stop_resume_compare", REPO / "tools" / "stop_resume_compare.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+def losses(root) -> dict[int, float]:
+    """The first start's printed losses (iteration -> lm loss)."""
+    out: dict[int, float] = {}
+    for m in LOSS.finditer((root / "train.log").read_text()):
+        out.setdefault(int(m.group(1)), float(m.group(2)))
+    return out
+
+
+def hf(fixture, iteration: int) -> float:
+    return json.loads((fixture / "hf-batches.json").read_text())["losses"][str(iteration)]["hf_loss_float32"]
+
+
+@pytest.mark.parametrize("fixture, run", [(MOE, "run3"), (MLA, "run4")])
+def test_the_first_loss_is_transformers_loss_on_the_same_batch(fixture, run):
+    """Megatron's iteration-1 loss (bf16, from the converted weights) against transformers' on the
+    exact first global batch (fp32 arithmetic on the bf16 weights): Qwen3-MoE 2.999623 vs 2.999583,
+    DeepSeek-V3-shaped (MLA through TE) 2.807888 vs 2.807985."""
+    for root in ("stopped", "reference"):
+        assert losses(fixture / f"{run}-{root}")[1] == pytest.approx(hf(fixture, 1), rel=1e-4)
+
+
+def test_the_qwen3_moe_restart_continues_the_uninterrupted_run():
+    lines, equal = _compare().compare(MOE / "run3-reference", MOE / "run3-stopped", 16)
+    assert equal, "\n".join(lines)
+    assert lines[0] == "resumed from iteration 4: first logged iteration 5"
+    assert sum("equal" in line for line in lines[1:17]) == 16  # iterations 5-20, all of the restart's
+    record = (MOE / "run3-summary.txt").read_text()
+    assert "exit record: 143 stopped: SIGTERM saved_iteration: 4 torchrun_status: 0" in record
+
+
+def test_a_different_resumed_loss_is_caught(tmp_path):
+    for root in ("run3-reference", "run3-stopped"):
+        shutil.copytree(MOE / root, tmp_path / root)
+    log = tmp_path / "run3-stopped" / "train.log"
+    text = log.read_text()
+    assert text.count("lm loss: 2.850768E+00") == 1  # iteration 13 of the restart
+    log.write_text(text.replace("lm loss: 2.850768E+00", "lm loss: 2.850769E+00"))
+    lines, equal = _compare().compare(tmp_path / "run3-reference", tmp_path / "run3-stopped", 16)
+    assert not equal and any("iteration 13" in line and "DIFFERENT" in line for line in lines)
+
+
+def test_the_deepseek_stop_saved_and_matched_the_uninterrupted_run():
+    """Run 4 (no time was left for its restart): SIGTERM during the iteration-10 save, the stop's save
+    at 11, and every iteration before it equal to the reference run's."""
+    stopped, reference = losses(MLA / "run4-stopped"), losses(MLA / "run4-reference")
+    assert sorted(stopped) == list(range(1, 12)) and sorted(reference) == list(range(1, 22))
+    assert all(stopped[i] == reference[i] for i in stopped)
+    assert (MLA / "run4-stopped" / "exit_status").read_text().split("\n")[:3] == [
+        "143", "stopped: SIGTERM", "saved_iteration: 11"]
+    assert "multi_latent_attention .......................... True" in (MLA / "run4-stopped" / "train.log").read_text()
+    assert "transformer_impl ................................ transformer_engine" in (
+        MLA / "run4-stopped" / "train.log").read_text()
+
+
+def test_the_export_scores_as_megatron_does_on_the_same_weights():
+    """export.sh of the restarted run's iteration-20 save, loaded by transformers and scored on batch
+    21, against the uninterrupted run's iteration-21 loss (its iteration-20 weights, which the
+    restarted run's equal: the losses above are bitwise equal): 2.740434 vs 2.740651."""
+    score = json.loads((MOE / "run3-export-score.json").read_text())
+    assert score["class"] == "Qwen3MoeForCausalLM" and score["params"] == 750336
+    assert score["losses"]["21"]["hf_loss_float32"] == pytest.approx(losses(MOE / "run3-reference")[21], rel=2e-4)
+    # and not the source weights' loss on that batch: the export holds the trained weights
+    assert abs(score["losses"]["21"]["hf_loss_float32"] - hf(MOE, 21)) > 0.05
+
+
+def test_the_export_keeps_the_committed_config():
+    exported = json.loads((MOE / "run3-export-config.json").read_text())
+    committed = json.loads((REPO / "tests" / "e2e" / "models" / "tiny-qwen3-moe" / "config.json").read_text())
+    assert exported["norm_topk_prob"] is committed["norm_topk_prob"] is True
+    assert exported == committed
+
+
+def test_the_averaged_line_is_held_to_one_unit_of_the_last_digit(tmp_path):
+    """The restart's second line (the mean of its first two losses, rebuilt from the printed ones)
+    may be one unit off in the last printed digit, never two."""
+    for root in ("run3-reference", "run3-stopped"):
+        shutil.copytree(MOE / root, tmp_path / root)
+    log = tmp_path / "run3-stopped" / "train.log"
+    text = log.read_text()
+    assert text.count("lm loss: 2.928323E+00") == 1
+    log.write_text(text.replace("lm loss: 2.928323E+00", "lm loss: 2.928322E+00"))
+    lines, equal = _compare().compare(tmp_path / "run3-reference", tmp_path / "run3-stopped", 16)
+    assert not equal and any("iteration 6" in line and "DIFFERENT" in line for line in lines)
