@@ -110,3 +110,13 @@ def test_the_averaged_line_is_held_to_one_unit_of_the_last_digit(tmp_path):
     log.write_text(text.replace("lm loss: 2.928323E+00", "lm loss: 2.928322E+00"))
     lines, equal = _compare().compare(tmp_path / "run3-reference", tmp_path / "run3-stopped", 16)
     assert not equal and any("iteration 6" in line and "DIFFERENT" in line for line in lines)
+
+
+def test_the_mla_export_mapping_round_trips_on_a_cpu():
+    """The CPU round trip (mla-device/README.md): the export of the unchanged converted weights is the
+    source model: every tensor bitwise, the same config, the same loss on batch 1."""
+    record = json.loads((MLA / "cpu-round-trip.json").read_text())
+    assert record["export_tensors"] == 91 and record["export_tensors_differing_from_source"] == []
+    assert record["export_config_differences"] == {}
+    assert record["export_hf_loss_batch1_fp32"] == hf(MLA, 1)
+    assert record["megatron_loss_eval_rows"] == pytest.approx(record["hf_loss_eval_rows_fp32"], rel=1e-4)
