@@ -34,10 +34,10 @@ sys.path.insert(0, str(REPO / "tools"))
 
 from compiler.megatron.flops import FlopsArgs  # noqa: E402
 from compiler.megatron.gpus import GPUS  # noqa: E402
-from compiler.megatron.layer_time import Model  # noqa: E402
+from compiler.megatron.layer_time import Model, _recomputed_fraction  # noqa: E402
 from compiler.megatron.pretrain import padded_vocab_size  # noqa: E402
 from compiler.megatron.schedule import bubble_fraction  # noqa: E402
-from compiler.megatron.timing import Parallel, step_time  # noqa: E402
+from compiler.megatron.timing import Parallel, microbatch_seconds, step_time  # noqa: E402
 from measurements import parse_args_dump  # noqa: E402
 
 FIX = REPO / "tests" / "fixtures"
@@ -60,6 +60,8 @@ class Run(NamedTuple):
 
 def _runs_spec() -> list[tuple[str, list[Path], bool, int]]:
     out = [(p.parent.name, [p], False, 1) for p in sorted((FIX / "measurements").glob("*/train.log"))]
+    # Transformer Engine's runs (issue 27, tests/fixtures/te-h200/measurements): each alone on the GPU too
+    out += [(p.parent.name, [p], False, 1) for p in sorted((FIX / "te-h200" / "measurements").glob("*/train.log"))]
     out.append(("h200-pretrain-tp1-run", [FIX / "h200-pretrain-tp1-run" / "train.log"], False, 1))
     # 2 workers x 1 GPU started on one 2 x H200 host: NCCL connects them over the host's NVLink
     out.append(("h200-pretrain-2workers-run", [FIX / "h200-pretrain-2workers-run" / "node-0.log",
@@ -114,7 +116,8 @@ def inputs(run: Run) -> tuple[FlopsArgs, Parallel]:
         moe_router_topk=_i(a, "moe_router_topk", 2), moe_ffn_hidden_size=_i(a, "moe_ffn_hidden_size"))
     world = _i(a, "world_size", 1)
     gpw = min(run.gpus_per_worker, world)
-    precision = "fp16" if _b(a, "fp16") else "bf16"
+    precision = "fp16" if _b(a, "fp16") else "fp8" if a.get("fp8") not in (None, "None") else "bf16"
+    te = a.get("transformer_impl") == "transformer_engine"
     par = Parallel(
         tensor=_i(a, "tensor_model_parallel_size", 1), pipeline=_i(a, "pipeline_model_parallel_size", 1),
         context=_i(a, "context_parallel_size", 1), data=_i(a, "data_parallel_size", 1),
@@ -129,50 +132,106 @@ def inputs(run: Run) -> tuple[FlopsArgs, Parallel]:
         local_attention=a.get("transformer_impl") == "local",
         fused_kernels=_b(a, "bias_gelu_fusion") and _b(a, "bias_dropout_fusion"),
         fused_softmax=_b(a, "masked_softmax_fusion"),
-        precision=precision,
+        precision=precision, stack="te" if te else "local", grouped_gemm=_b(a, "moe_grouped_gemm"),
+        cross_entropy_fusion=_b(a, "cross_entropy_loss_fusion"), nan_check=_b(a, "check_for_nan_in_loss_and_grad"),
         model=Model(bias=_b(a, "add_bias_linear"), rope=a.get("position_embedding_type") == "rope",
                     learned_position=a.get("position_embedding_type") == "learned_absolute",
-                    layernorm=a.get("normalization") != "RMSNorm", dtype=precision))
+                    layernorm=a.get("normalization") != "RMSNorm", dtype="fp16" if precision == "fp16" else "bf16"))
     return fa, par
 
 
+# Fused attention's rate (a share of the layer's GEMM rate) tried for the Transformer Engine runs
+SHARES = tuple(round(0.1 + 0.05 * k, 2) for k in range(11))
+
+
+class Fit(NamedTuple):
+    """The fitted constants: host per micro batch and per iteration (all runs), Transformer Engine's
+    host per layer pass and its fused attention's share of the GEMM rate (the TE runs)."""
+
+    h_mb: float
+    h_it: float
+    te_host: float = 0.0
+    share: float = 0.6
+    te_it: float = 0.0  # TE's host per iteration (FusedAdam, TE's multi-tensor grad norm: another tail)
+
+
 class Parts(NamedTuple):
-    """A run's prediction as a function of the two host constants."""
+    """A run's prediction as a function of the fitted constants."""
 
     m: int
     pp: int
     v: int
-    stages: tuple[tuple[float, float, float], ...]  # (GPU s, launches s, MoE host s) per stage
+    # per fused-attention share (one entry for a run without TE): per stage (GPU s, launches s, MoE host s,
+    # TE layer passes)
+    stages: tuple[tuple[tuple[float, float, float, float], ...], ...]
     rest: float  # communication and optimizer, exposed
+    te: bool
+    nan_check: bool
 
 
 def parts(run: Run) -> Parts:
     fa, par = inputs(run)
-    step = step_time(fa, par, GPUS["h200"], run.params, host_per_microbatch=0.0, host_per_iteration=0.0)
-    stages = tuple((s.gpu_s, s.launch_s, s.moe_host_s) for s in step.stages)
+    te = par.stack.startswith("te")
+    table = []
+    for share in (SHARES if te else (0.6,)):
+        step = step_time(fa, par._replace(fused_attention_share=share), GPUS["h200"], run.params,
+                         host_per_microbatch=0.0, host_per_iteration=0.0, te_host_per_layer=0.0)
+        passes = [s.layers * (1 + _recomputed_fraction(par, s.layers) / 3) if te else 0.0 for s in step.stages]
+        table.append(tuple((s.gpu_s, s.launch_s, s.moe_host_s, n) for s, n in zip(step.stages, passes)))
     rest = sum(t.seconds for t in step.terms if t.exposed and t.name not in ("compute", "bubble", "iteration"))
-    return Parts(par.microbatches, par.pipeline, par.virtual_pipeline or 1, stages, rest)
+    return Parts(par.microbatches, par.pipeline, par.virtual_pipeline or 1, tuple(table), rest, te,
+                 _b(run.args, "check_for_nan_in_loss_and_grad"))
 
 
-def predict(p: Parts, h_mb: float, h_it: float) -> float:
-    per = [max(g, launch + h_mb) + moe for g, launch, moe in p.stages]
+def predict(p: Parts, f: Fit) -> float:
+    stages = p.stages[SHARES.index(f.share)] if p.te else p.stages[0]
+    per = [microbatch_seconds(g, launch + f.h_mb + f.te_host * n, p.nan_check) + moe for g, launch, moe, n in stages]
     # the schedule's bubble, as timing.step_time takes it: (pp - 1) / v micro batches of the mean stage
     bubble = bubble_fraction(p.pp, p.v if p.v > 1 else None, p.m) * p.m * sum(per) / len(per)
-    return p.m * max(per) + bubble + p.rest + h_it
+    return p.m * max(per) + bubble + p.rest + (f.te_it if p.te else f.h_it)
 
 
-def fit(ps: list[Parts], ys: list[float]) -> tuple[float, float]:
-    """(h_mb, h_it) minimising the summed squared relative error, both >= 0: h_it in closed form for
-    each h_mb on a 0.02 ms grid up to 30 ms."""
+def _fit_host(ps: list[Parts], ys: list[float], f: Fit) -> Fit:
+    """(h_mb, h_it) on the runs without TE, minimising the summed squared relative error, both >= 0:
+    h_it in closed form for each h_mb on a 0.05 ms grid up to 30 ms."""
+    local = [(p, y) for p, y in zip(ps, ys) if not p.te]
     best = (float("inf"), 0.0, 0.0)
-    for i in range(1501):
-        h_mb = i * 2e-5
-        base = [predict(p, h_mb, 0.0) for p in ps]
-        h_it = max(0.0, sum((1 - b / y) / y for b, y in zip(base, ys)) / sum(1 / y ** 2 for y in ys))
-        sse = sum(((b + h_it) / y - 1) ** 2 for b, y in zip(base, ys))
+    for i in range(601):
+        h_mb = i * 5e-5
+        base = [(predict(p, f._replace(h_mb=h_mb, h_it=0.0)), y) for p, y in local]
+        h_it = _closed_form(base)
+        sse = sum(((b + h_it) / y - 1) ** 2 for b, y in base)
         if sse < best[0]:
             best = (sse, h_mb, h_it)
-    return best[1], best[2]
+    return f._replace(h_mb=best[1], h_it=best[2])
+
+
+def _closed_form(base: list[tuple[float, float]]) -> float:
+    """The constant c >= 0 added to every prediction b that minimises sum(((b + c) / y - 1)^2)."""
+    return max(0.0, sum((1 - b / y) / y for b, y in base) / sum(1 / y ** 2 for _, y in base))
+
+
+def _fit_te(ps: list[Parts], ys: list[float], f: Fit) -> Fit:
+    """On the TE runs (h_mb as the others have it): TE's host per layer pass (0.05 ms grid up to 10 ms),
+    its fused attention share and its host per iteration (closed form)."""
+    te = [(p, y) for p, y in zip(ps, ys) if p.te]
+    if not te:
+        return f
+    best = (float("inf"), f)
+    for share in SHARES:
+        for k in range(201):
+            g = f._replace(te_host=k * 5e-5, share=share, te_it=0.0)
+            base = [(predict(p, g), y) for p, y in te]
+            c = _closed_form(base)
+            sse = sum(((b + c) / y - 1) ** 2 for b, y in base)
+            if sse < best[0]:
+                best = (sse, g._replace(te_it=c))
+    return best[1]
+
+
+def fit(ps: list[Parts], ys: list[float]) -> Fit:
+    """The host pair on the runs without TE, then the TE triple on the TE runs."""
+    return _fit_te(ps, ys, _fit_host(ps, ys, Fit(0.0, 0.0)))
 
 
 def validate() -> dict[str, Any]:
@@ -188,10 +247,10 @@ def validate() -> dict[str, Any]:
             others = [j for j in fit_idx if j != i]
             h = fit([ps[j] for j in others], [runs[j].measured_s for j in others])
             folds.append(h)
-        pred = predict(ps[i], *h)
+        pred = predict(ps[i], h)
         rows.append({"name": r.name, "source": r.source, "measured_ms": r.measured_s * 1e3, "steady": r.steady,
                      "loo_ms": pred * 1e3, "error": pred / r.measured_s - 1, "contended": r.contended,
-                     "in_sample_ms": predict(ps[i], *full) * 1e3})
+                     "in_sample_ms": predict(ps[i], full) * 1e3, "te": ps[i].te})
     own = [row for row in rows if not row["contended"]]
     worst = max(abs(row["error"]) for row in own)
     return {"rows": rows, "full": full, "folds": folds, "worst": worst,
@@ -206,8 +265,9 @@ def main(argv: list[str] | None = None) -> int:
     for row in result["rows"]:
         flag = " contended" if row["contended"] else ""
         print(f"{row['name']:<36} {row['measured_ms']:9.1f} {row['loo_ms']:9.1f} {row['error'] * 100:+7.1f}%{flag}")
-    h_mb, h_it = result["full"]
-    print(f"fit: host per micro batch {h_mb * 1e3:.2f} ms, per iteration {h_it * 1e3:.2f} ms; "
+    f = result["full"]
+    print(f"fit: host per micro batch {f.h_mb * 1e3:.2f} ms, per iteration {f.h_it * 1e3:.2f} ms, TE per layer "
+          f"{f.te_host * 1e3:.2f} ms (per iteration {f.te_it * 1e3:.2f} ms), fused attention {f.share:.2f} of the GEMM rate; "
           f"LOO worst {result['worst'] * 100:.1f}% (all runs {result['worst_all'] * 100:.1f}%)")
     if ns.write:
         import perfdoc

@@ -48,10 +48,15 @@ LAUNCHES_MOE_ROUTING = 40  # router GEMM, softmax, top-k, aux bookkeeping, permu
 # batch (forward 2, backward 4), for SequentialMLP (moe_grouped_gemm off, the default).
 EXPERT_GEMM_HOST_S = 3.54e-4
 EXPERT_GEMMS = 6
-# The fused attention's rate as a share of the dense GEMM rate: FlashAttention-2/cuDNN reach about
-# 70 % of a GEMM's rate forward and less backward (an assumption, no fused run was timed).
+# Fused attention (TE, cuDNN): its FLOPs (the causal half) at a share of the layer's GEMM rate. 0.6 is
+# the assumption for systems no run here measured (tools/published_check.py); timing.py passes the
+# share fitted on Transformer Engine's H200 runs (timing.FUSED_ATTENTION_SHARE, Parallel.fused_attention_share).
 FUSED_ATTENTION_SHARE = 0.6
 CROSS_ENTROPY_BYTES = 52
+# --cross-entropy-loss-fusion (fusions/fused_cross_entropy.py, torch.compile'd): max 2 bytes a logit
+# (bf16 read), predicted logits and exp 6 (read 2, write the fp32 exp 4), the division 8 in place; the
+# gradient 6 (fp32 read, bf16 write)
+FUSED_CROSS_ENTROPY_BYTES = 22
 
 
 class StageWork(NamedTuple):
@@ -130,7 +135,8 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
         core += rates.op_seconds("add", tokens * ((q + 2 * kv) + (2 * q if groups != heads else 0) + q) / tp)
     else:
         flops = 4 * b * s * args.seq_length * q / tp / 2  # forward, causal half
-        rate = 2.0 * tokens * h * h / rates.gemm_seconds(tokens, h, h, "fwd", dt) * FUSED_ATTENTION_SHARE
+        share = getattr(par, "fused_attention_share", None) or FUSED_ATTENTION_SHARE
+        rate = 2.0 * tokens * h * h / rates.gemm_seconds(tokens, h, h, "fwd", dt) * share
         core_fwd = flops / rate
         core = 3.5 * flops / rate  # backward about 2.5 forwards
     selective = core_fwd if par.recompute == "selective" else 0.0
@@ -172,7 +178,8 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
         # vocab-parallel cross entropy (cross_entropy.py): .float() 6 bytes a logit, max 4, subtract 8,
         # exp 8, sum 4, divide 8 forward; the gradient's mul_ 8 and the cast back 6: 52 bytes
         head = rates.linear_seconds(tokens, vocab, h, dt) + rates.op_seconds("layernorm", sbh) + (
-            CROSS_ENTROPY_BYTES * logits / rates.hbm_bytes_per_second())
+            (FUSED_CROSS_ENTROPY_BYTES if getattr(par, "cross_entropy_fusion", False) else CROSS_ENTROPY_BYTES)
+            * logits / rates.hbm_bytes_per_second())
         stage_params += vocab * h
     if first:
         emb = 2 * rates.op_seconds("add", sbh) + rates.op_seconds("dropout", sbh)

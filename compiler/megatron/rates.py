@@ -74,11 +74,22 @@ def bmm_seconds(batch_heads: float, seq: float, head_dim: float, kind: str) -> f
     """One of the unfused attention's batched matmuls: kind qk ([s, d]·[d, s] per head) or pv
     ([s, s]·[s, d]); interpolated over heads x batch and sequence (log space), nearest head size."""
     rows = table()["bmm"]
-    d = min({r["d"] for r in rows}, key=lambda v: abs(v - head_dim))
-    pts = sorted((r["bh"], r["s"], r[f"{kind}_s"]) for r in rows if r["d"] == d)
-    # rate per score element at the nearest measured (bh, s), scaled by the work
-    best = min(pts, key=lambda p: (math.log(p[0] / batch_heads)) ** 2 + (math.log(p[1] / seq)) ** 2)
-    per = best[2] / (best[0] * best[1] * best[1] * d)
+    sizes = sorted({r["d"] for r in rows})
+
+    def per_element(d: int) -> float:
+        pts = sorted((r["bh"], r["s"], r[f"{kind}_s"]) for r in rows if r["d"] == d)
+        # time per multiply-add at the nearest measured (bh, s)
+        best = min(pts, key=lambda p: (math.log(p[0] / batch_heads)) ** 2 + (math.log(p[1] / seq)) ** 2)
+        return float(best[2] / (best[0] * best[1] * best[1] * d))
+
+    # between two measured head sizes (a head of 96 between 64 and 128), the per-element time in log d
+    lo = max([d for d in sizes if d <= head_dim], default=sizes[0])
+    hi = min([d for d in sizes if d >= head_dim], default=sizes[-1])
+    if lo == hi:
+        per = per_element(lo)
+    else:
+        t = math.log(head_dim / lo) / math.log(hi / lo)
+        per = math.exp((1 - t) * math.log(per_element(lo)) + t * math.log(per_element(hi)))
     return float(per * batch_heads * seq * seq * head_dim)
 
 

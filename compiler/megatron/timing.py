@@ -30,7 +30,7 @@ from . import rates
 from .comm_time import communication
 from .flops import flops_args, flops_split
 from .gpus import GPUS, Gpu, gpu_named, gpu_of_flavor
-from .layer_time import Model, StageWork, _recomputed_fraction, stage_work
+from .layer_time import LAUNCHES_PER_LAYER, Model, StageWork, _recomputed_fraction, stage_work
 from .memory import Estimate, estimate
 from .parallel import ParallelLayout, parallel_layout, world_size
 from .performance import resolve
@@ -42,11 +42,14 @@ if TYPE_CHECKING:  # the spec as the step model reads it
     from .flags import SpecView
 
 # BEGIN FIT (tools/validate_timing.py --write; docs/performance-model.md has the runs and the folds)
-HOST_PER_MICROBATCH = 0.005540
-HOST_PER_ITERATION = 0.012866
-MODEL_ERROR = 0.20
-STACK_FACTOR: dict[str, float] = {"local": 1.0, "te": 0.971, "deepspeed": 0.677}
-FP8_GEMM_FACTOR = 0.60
+HOST_PER_MICROBATCH = 0.004650
+HOST_PER_ITERATION = 0.014560
+MODEL_ERROR = 0.18
+TE_HOST_PER_LAYER = 0.004200
+TE_HOST_PER_ITERATION = 0.019597
+FUSED_ATTENTION_SHARE = 0.25
+STACK_FACTOR: dict[str, float] = {"local": 1.0, "te": 0.973, "deepspeed": 0.505}
+FP8_GEMM_FACTOR = 0.61
 # END FIT
 FIT_SOURCE = "fitted by tools/validate_timing.py on the kept H200 runs (leave-one-out in docs/performance-model.md)"
 # FP8 GEMMs on Hopper run at twice the bf16 rate on paper; the published H100 steps (dgxc rows of
@@ -84,6 +87,12 @@ class Parallel(NamedTuple):
     model: Model = Model()
     link_latency: float | None = None  # per collective within a worker, when a system's own is known
     fused_softmax: bool | None = None  # --masked-softmax-fusion (None: as fused_kernels)
+    grouped_gemm: bool = False  # --moe-grouped-gemm (TE's GroupedLinear experts)
+    cross_entropy_fusion: bool = False  # --cross-entropy-loss-fusion
+    fused_attention_share: float | None = None  # None: the fitted FUSED_ATTENTION_SHARE
+    # --check-for-nan-in-loss-and-grad (Megatron's default; arguments.py:1164-1170 turns it off for fp16
+    # with dynamic loss scaling): None, as Megatron decides
+    nan_check: bool | None = None
 
     @property
     def world(self) -> int:
@@ -145,20 +154,27 @@ def _scale(gpu: Gpu, w: StageWork, factor: float, fp8: bool = False) -> float:
     return (compute + memory) * factor
 
 
-def stack_factor(par: Parallel) -> tuple[float, bool]:
-    """The stack's GPU-time factor and whether one was fitted for it."""
+def stack_factor(par: Parallel, gpu: Gpu | None = None) -> tuple[float, bool]:
+    """The stack's GPU-time factor and whether one was fitted for it. Transformer Engine on the H200 has
+    runs of its own (its terms are fitted on them): no factor there; elsewhere the published fit's."""
+    if gpu is not None and gpu.name == MEASURED_GPU and _te(par) and par.precision != "fp8":
+        return 1.0, True
     return STACK_FACTOR.get(par.stack, 1.0), par.stack in STACK_FACTOR
 
 
 def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
               host_per_microbatch: float | None = None, host_per_iteration: float | None = None,
-              stack: float | None = None) -> StepTime:
+              stack: float | None = None, te_host_per_layer: float | None = None) -> StepTime:
     """Seconds per iteration for Megatron args `args` (FlopsArgs) on layout `par` of `gpu`s;
     params_per_rank: the most loaded rank's parameters (the memory estimator's). The host constants
     and the stack factor default to the committed fit (tools/validate_timing.py passes its folds')."""
     h_mb = HOST_PER_MICROBATCH if host_per_microbatch is None else host_per_microbatch
-    h_it = HOST_PER_ITERATION if host_per_iteration is None else host_per_iteration
-    factor, fitted = (stack, True) if stack is not None else stack_factor(par)
+    h_it = (TE_HOST_PER_ITERATION if _te(par) else HOST_PER_ITERATION) if host_per_iteration is None \
+        else host_per_iteration
+    factor, fitted = (stack, True) if stack is not None else stack_factor(par, gpu)
+    h_te = (TE_HOST_PER_LAYER if te_host_per_layer is None else te_host_per_layer) if _te(par) else 0.0
+    if _te(par) and par.fused_attention_share is None:
+        par = par._replace(fused_attention_share=FUSED_ATTENTION_SHARE)
     pp, m, v = par.pipeline, par.microbatches, par.virtual_pipeline or 1
     layers = args.num_layers // pp
     launch = rates.host_seconds_per_launch()
@@ -167,11 +183,18 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
     for name, first, last in ((("first", True, pp == 1),) + ((("last", False, True),) if pp > 1 else ())):
         w = stage_work(args, par.model, par, layers, first, last)
         g = _scale(gpu, w, factor, par.precision == "fp8")
-        host = w.launches * launch + h_mb
+        launches = w.launches
+        if _te(par):
+            # Transformer Engine's layers: TE_HOST_PER_LAYER a layer pass, forward and backward (fitted on
+            # the TE runs; a recomputed forward a third of one), in place of the local layer's launch count
+            passes = layers * (1 + _recomputed_fraction(par, layers) / 3)
+            launches -= int(passes * LAUNCHES_PER_LAYER)
+        host = launches * launch + h_mb + (h_te * passes if _te(par) else 0.0)
         moe_host = w.moe_wait
         share = _scale(gpu, w._replace(attention=0, elementwise=0, grad_accumulation=0, head=0, embedding=0),
                        factor, par.precision == "fp8") / g if g else 0.0
-        stages.append(StageTime(name, max(g, host) + moe_host, g, host, layers, w.launches * launch, moe_host, share))
+        stages.append(StageTime(name, microbatch_seconds(g, host, _nan_check(par)) + moe_host, g, host, layers,
+                                host - h_mb, moe_host, share))
         works.append(w)
     slowest = max(s.microbatch_s for s in stages)
     mean = sum(s.microbatch_s for s in stages) / len(stages)
@@ -207,12 +230,48 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
                     util, source, tuple(stages), par.virtual_pipeline)
 
 
+def _nan_check(par: Parallel) -> bool:
+    return par.precision != "fp16" if par.nan_check is None else par.nan_check
+
+
+# Share of a micro batch's host time spent before its loss (the forward), and of its GPU time: the
+# profiled tiny model's host spends about half of each micro batch in the forward
+# (tests/fixtures/measurements/profiles/tiny-l2-h256-prof-trace.json.gz: ~8 of ~17 ms); the GPU a
+# third (the backward's two GEMMs per forward one)
+HOST_FORWARD_SHARE = 0.5
+GPU_FORWARD_SHARE = 1 / 3
+
+
+def microbatch_seconds(gpu_s: float, host_s: float, nan_check: bool) -> float:
+    """One micro batch from its GPU and host time. With the NaN check, the loss function's isnan/isinf
+    (pretrain_gpt.py:151-165, rerun_state_machine.validate_result: a host sync) splits it: the host
+    cannot launch the backward before the GPU has finished the forward, so forward and backward each
+    take the longer of the two; without it the host runs ahead across both."""
+    if not nan_check:
+        return max(gpu_s, host_s)
+    return (max(gpu_s * GPU_FORWARD_SHARE, host_s * HOST_FORWARD_SHARE)
+            + max(gpu_s * (1 - GPU_FORWARD_SHARE), host_s * (1 - HOST_FORWARD_SHARE)))
+
+
+def _te(par: Parallel) -> bool:
+    return par.stack.startswith("te")
+
+
+# TE's FusedAdam (multi_tensor_adam): one pass reading the fp32 parameter, gradient and both moments
+# and writing the parameter and the moments back
+FUSED_ADAM_BYTES = 28
+
+
 def _optimizer(par: Parallel, gpu: Gpu, params_per_rank: float) -> Term:
-    """The measured AdamW step over the rank's shard, plus the gradient norm, the grad zeroing and
-    the fp32-to-bf16 parameter copy (4 + 4 + 6 bytes per parameter) at the measured HBM rate."""
+    """The measured AdamW step over the rank's shard (TE's FusedAdam: one pass of FUSED_ADAM_BYTES a
+    parameter), plus the gradient norm, the grad zeroing and the fp32-to-bf16 parameter copy (4 + 4 + 6
+    bytes per parameter) at the measured HBM rate."""
     local = params_per_rank / (par.data * par.context) if par.distributed_optimizer else params_per_rank
     ref = GPUS[MEASURED_GPU]
-    adam = rates.adam_seconds(local) * ref.hbm_tb_s / gpu.hbm_tb_s
+    if _te(par):  # Megatron takes TE's FusedAdam when TE imports (optimizer/__init__.py:14)
+        adam = FUSED_ADAM_BYTES * local / (rates.hbm_bytes_per_second() * gpu.hbm_tb_s / ref.hbm_tb_s)
+    else:
+        adam = rates.adam_seconds(local) * ref.hbm_tb_s / gpu.hbm_tb_s
     extra = (8 * params_per_rank + 6 * local + (4 * params_per_rank if par.precision == "fp16" else 0)) / (
         rates.hbm_bytes_per_second() * gpu.hbm_tb_s / ref.hbm_tb_s)
     return Term("optimizer", adam + extra, True, True,
