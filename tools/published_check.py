@@ -31,6 +31,7 @@ from compiler.megatron.flops import FlopsArgs  # noqa: E402
 from compiler.megatron.gpus import GPUS  # noqa: E402
 from compiler.megatron.layer_time import FUSED_ATTENTION_SHARE, Model  # noqa: E402
 from compiler.megatron.pretrain import padded_vocab_size  # noqa: E402
+from compiler.megatron.schedule import bubble_fraction  # noqa: E402
 from compiler.megatron import timing  # noqa: E402
 from compiler.megatron.timing import Parallel, step_time  # noqa: E402
 
@@ -68,7 +69,7 @@ def inputs(row: dict[str, str]) -> tuple[FlopsArgs, Parallel, float]:
         tp_comm_overlap="tp" in overlap, rdma=True, local_attention=not te, fused_kernels=True,
         # the published systems' fused attention: the 0.6 assumption, not the share the H200's TE build
         # ran at (layer_time.FUSED_ATTENTION_SHARE; docs/performance-model.md)
-        fused_attention_share=FUSED_ATTENTION_SHARE,
+        fused_attention_share=FUSED_ATTENTION_SHARE, fused_attention_score_s=0.0,
         precision=row["precision"], stack=stack_of(row),
         model=Model(bias=not te, rope=row["position"] == "rope", learned_position=row["position"] == "learned_absolute",
                     layernorm=row["normalization"] == "LayerNorm", dtype="fp16" if row["precision"] == "fp16" else "bf16"))
@@ -110,7 +111,8 @@ def _base(row: dict[str, str]) -> Check:
         # GPU-bound part: the compute and bubble terms (what a stack factor scales)
         bases.append((step.seconds, step.term("compute").seconds + step.term("bubble").seconds))
         share = max(s.gemm_share for s in step.stages)
-    slots = par.microbatches + (par.pipeline - 1) / (par.virtual_pipeline or 1)
+    # the schedule's critical path in micro batches: m and the bubble's (pp - 1) / v (schedule.py)
+    slots = par.microbatches * (1 + bubble_fraction(par.pipeline, par.virtual_pipeline, par.microbatches))
     passes = slots * fa.num_layers / par.pipeline * (4 / 3 if par.recompute == "full" else 1.0)
     return Check(row["id"], par.stack, row["precision"], float(row["measured_step_s"]), tuple(bases), share, row, slots,
                  passes)

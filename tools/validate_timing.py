@@ -140,8 +140,9 @@ def inputs(run: Run) -> tuple[FlopsArgs, Parallel]:
     return fa, par
 
 
-# Fused attention's rate (a share of the layer's GEMM rate) tried for the Transformer Engine runs
-SHARES = tuple(round(0.1 + 0.05 * k, 2) for k in range(11))
+# Fused attention tried for the Transformer Engine runs: its FLOPs' share of the layer's GEMM rate, and
+# its cost per causal score beside them (0 to 16 ps)
+SHARES = tuple((round(0.2 + 0.1 * i, 1), k * 2e-12) for i in range(5) for k in range(9))
 
 
 class Fit(NamedTuple):
@@ -151,7 +152,7 @@ class Fit(NamedTuple):
     h_mb: float
     h_it: float
     te_host: float = 0.0
-    share: float = 0.6
+    share: tuple[float, float] = (0.6, 0.0)  # fused attention: (share of the GEMM rate, seconds a causal score)
     te_it: float = 0.0  # TE's host per iteration (FusedAdam, TE's multi-tensor grad norm: another tail)
 
 
@@ -173,8 +174,9 @@ def parts(run: Run) -> Parts:
     fa, par = inputs(run)
     te = par.stack.startswith("te")
     table = []
-    for share in (SHARES if te else (0.6,)):
-        step = step_time(fa, par._replace(fused_attention_share=share), GPUS["h200"], run.params,
+    for share, score in (SHARES if te else ((0.6, 0.0),)):
+        step = step_time(fa, par._replace(fused_attention_share=share, fused_attention_score_s=score), GPUS["h200"],
+                         run.params,
                          host_per_microbatch=0.0, host_per_iteration=0.0, te_host_per_layer=0.0)
         passes = [s.layers * (1 + _recomputed_fraction(par, s.layers) / 3) if te else 0.0 for s in step.stages]
         table.append(tuple((s.gpu_s, s.launch_s, s.moe_host_s, n) for s, n in zip(step.stages, passes)))
@@ -212,15 +214,15 @@ def _closed_form(base: list[tuple[float, float]]) -> float:
 
 
 def _fit_te(ps: list[Parts], ys: list[float], f: Fit) -> Fit:
-    """On the TE runs (h_mb as the others have it): TE's host per layer pass (0.05 ms grid up to 10 ms),
-    its fused attention share and its host per iteration (closed form)."""
+    """On the TE runs (h_mb as the others have it): TE's host per layer pass (0.1 ms grid up to 10 ms),
+    its fused attention (SHARES) and its host per iteration (closed form)."""
     te = [(p, y) for p, y in zip(ps, ys) if p.te]
     if not te:
         return f
     best = (float("inf"), f)
     for share in SHARES:
-        for k in range(201):
-            g = f._replace(te_host=k * 5e-5, share=share, te_it=0.0)
+        for k in range(101):
+            g = f._replace(te_host=k * 1e-4, share=share, te_it=0.0)
             base = [(predict(p, g), y) for p, y in te]
             c = _closed_form(base)
             sse = sum(((b + c) / y - 1) ** 2 for b, y in base)
@@ -267,7 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row['name']:<36} {row['measured_ms']:9.1f} {row['loo_ms']:9.1f} {row['error'] * 100:+7.1f}%{flag}")
     f = result["full"]
     print(f"fit: host per micro batch {f.h_mb * 1e3:.2f} ms, per iteration {f.h_it * 1e3:.2f} ms, TE per layer "
-          f"{f.te_host * 1e3:.2f} ms (per iteration {f.te_it * 1e3:.2f} ms), fused attention {f.share:.2f} of the GEMM rate; "
+          f"{f.te_host * 1e3:.2f} ms (per iteration {f.te_it * 1e3:.2f} ms), fused attention {f.share[0]:.1f} of the GEMM "
+          f"rate + {f.share[1] * 1e12:.0f} ps a score; "
           f"LOO worst {result['worst'] * 100:.1f}% (all runs {result['worst_all'] * 100:.1f}%)")
     if ns.write:
         import perfdoc

@@ -48,9 +48,11 @@ LAUNCHES_MOE_ROUTING = 40  # router GEMM, softmax, top-k, aux bookkeeping, permu
 # batch (forward 2, backward 4), for SequentialMLP (moe_grouped_gemm off, the default).
 EXPERT_GEMM_HOST_S = 3.54e-4
 EXPERT_GEMMS = 6
-# Fused attention (TE, cuDNN): its FLOPs (the causal half) at a share of the layer's GEMM rate. 0.6 is
-# the assumption for systems no run here measured (tools/published_check.py); timing.py passes the
-# share fitted on Transformer Engine's H200 runs (timing.FUSED_ATTENTION_SHARE, Parallel.fused_attention_share).
+# Fused attention (TE, cuDNN): its FLOPs (the causal half) at a share of the layer's GEMM rate, plus a
+# cost per computed score that does not grow with the head size (the softmax and the attention dropout's
+# random numbers, forward and again backward). 0.6 and nothing per score is the assumption for systems no
+# run here measured (tools/published_check.py); timing.py passes both as fitted on Transformer Engine's
+# H200 runs (timing.FUSED_ATTENTION_SHARE and FUSED_ATTENTION_SCORE_S).
 FUSED_ATTENTION_SHARE = 0.6
 CROSS_ENTROPY_BYTES = 52
 # --cross-entropy-loss-fusion (fusions/fused_cross_entropy.py, torch.compile'd): max 2 bytes a logit
@@ -137,8 +139,9 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
         flops = 4 * b * s * args.seq_length * q / tp / 2  # forward, causal half
         share = getattr(par, "fused_attention_share", None) or FUSED_ATTENTION_SHARE
         rate = 2.0 * tokens * h * h / rates.gemm_seconds(tokens, h, h, "fwd", dt) * share
-        core_fwd = flops / rate
-        core = 3.5 * flops / rate  # backward about 2.5 forwards
+        per_score = bh * s * args.seq_length / 2 * (getattr(par, "fused_attention_score_s", None) or 0.0)
+        core_fwd = flops / rate + per_score / 3
+        core = 3.5 * flops / rate + per_score  # backward about 2.5 forwards
     selective = core_fwd if par.recompute == "selective" else 0.0
     # -- bandwidth-bound passes per layer
     sbh = tokens * h / sp

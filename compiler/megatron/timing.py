@@ -46,8 +46,9 @@ HOST_PER_MICROBATCH = 0.004650
 HOST_PER_ITERATION = 0.014560
 MODEL_ERROR = 0.18
 TE_HOST_PER_LAYER = 0.004200
-TE_HOST_PER_ITERATION = 0.019597
-FUSED_ATTENTION_SHARE = 0.25
+TE_HOST_PER_ITERATION = 0.019591
+FUSED_ATTENTION_SHARE = 0.50
+FUSED_ATTENTION_SCORE_S = 4.0e-12
 STACK_FACTOR: dict[str, float] = {"local": 1.0, "te": 0.973, "deepspeed": 0.505}
 FP8_GEMM_FACTOR = 0.61
 # END FIT
@@ -90,6 +91,7 @@ class Parallel(NamedTuple):
     grouped_gemm: bool = False  # --moe-grouped-gemm (TE's GroupedLinear experts)
     cross_entropy_fusion: bool = False  # --cross-entropy-loss-fusion
     fused_attention_share: float | None = None  # None: the fitted FUSED_ATTENTION_SHARE
+    fused_attention_score_s: float | None = None  # None: the fitted FUSED_ATTENTION_SCORE_S
     # --check-for-nan-in-loss-and-grad (Megatron's default; arguments.py:1164-1170 turns it off for fp16
     # with dynamic loss scaling): None, as Megatron decides
     nan_check: bool | None = None
@@ -175,6 +177,8 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
     h_te = (TE_HOST_PER_LAYER if te_host_per_layer is None else te_host_per_layer) if _te(par) else 0.0
     if _te(par) and par.fused_attention_share is None:
         par = par._replace(fused_attention_share=FUSED_ATTENTION_SHARE)
+    if _te(par) and par.fused_attention_score_s is None:
+        par = par._replace(fused_attention_score_s=FUSED_ATTENTION_SCORE_S)
     pp, m, v = par.pipeline, par.microbatches, par.virtual_pipeline or 1
     layers = args.num_layers // pp
     launch = rates.host_seconds_per_launch()
