@@ -1,4 +1,5 @@
-"""tools/measurements.py over the committed H200 logs of tests/fixtures/measurements."""
+"""tools/measurements.py over the committed H200 logs of tests/fixtures/measurements and, through
+Transformer Engine, tests/fixtures/te-h200/measurements."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 MEASUREMENTS = REPO / "tests" / "fixtures" / "measurements"
+TE = REPO / "tests" / "fixtures" / "te-h200" / "measurements"
 
 
 def _load_tool():
@@ -26,11 +28,13 @@ def _load_tool():
 
 m = _load_tool()
 ROWS = m.collect(MEASUREMENTS)
+TE_ROWS = m.collect(TE)
 
 
 def test_every_config_has_a_peak_and_a_median_time():
-    assert len(ROWS) >= 17
-    for row in ROWS:
+    assert len(ROWS) >= 17 and len(TE_ROWS) >= 8
+    assert all(row.args["transformer_impl"] == "transformer_engine" for row in TE_ROWS)
+    for row in ROWS + TE_ROWS:
         assert row.max_allocated_mb is not None and row.max_allocated_mb > 0, row.config
         assert row.median_ms_per_iteration is not None and row.median_ms_per_iteration > 0, row.config
         assert row.theoretical_weight_and_optimizer_mb is not None, row.config
@@ -41,10 +45,10 @@ def test_every_config_has_a_peak_and_a_median_time():
         assert row.tokens_per_s == pytest.approx(row.tokens_per_iteration / row.median_ms_per_iteration * 1000, abs=0.1)
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[r.config for r in ROWS])
+@pytest.mark.parametrize("row", ROWS + TE_ROWS, ids=[r.config for r in ROWS + TE_ROWS])
 def test_each_log_is_the_run_of_its_spec(row):
     """The log's arguments are the committed spec's: the table describes what the spec asks for."""
-    spec = yaml.safe_load((REPO / "tests" / "e2e" / f"mem-{row.config}.yaml").read_text())
+    spec = yaml.safe_load((REPO / m.spec_of(row.config)).read_text())
     model, batch = spec["training"]["model"], spec["training"]["batch"]
     expected = {
         "num_layers": model["num_layers"], "hidden_size": model["hidden_size"],
@@ -69,11 +73,13 @@ def test_table_is_deterministic_and_complete():
     assert m.to_json(ROWS) == m.to_json(m.collect(MEASUREMENTS))
 
 
-def test_readme_holds_the_generated_table():
+@pytest.mark.parametrize("directory, marker", [
+    (MEASUREMENTS, "<!-- table: python tools/measurements.py -->\n"),
+    (TE, "<!-- table: python tools/measurements.py tests/fixtures/te-h200/measurements -->\n")])
+def test_readme_holds_the_generated_table(directory, marker):
     """The committed table is what the tool prints for the committed logs (regenerate it, don't edit it)."""
-    readme = (MEASUREMENTS / "README.md").read_text()
-    start, end = "<!-- table: python tools/measurements.py -->\n", "<!-- end table -->"
-    assert readme.split(start, 1)[1].split(end, 1)[0] == m.markdown(ROWS)
+    readme = (directory / "README.md").read_text()
+    assert readme.split(marker, 1)[1].split("<!-- end table -->", 1)[0] == m.markdown(m.collect(directory))
 
 
 LOG = """------------------------ arguments ------------------------

@@ -6,15 +6,16 @@ rank of a TP/PP/VPP/DP layout with every collective skipped: WORLD_SIZE and RANK
 the process group is torch's fake one. One process then holds exactly that rank's weights, gradients,
 optimizer shard and activations, so its `max allocated` is that rank's peak memory.
 
-    python tools/fakepg.py plan GEN PLAN.json     # from compiled specs (tests/fixtures/fakepg/specs)
+    python tools/fakepg.py plan GEN PLAN.json [NAME...]  # from compiled specs (tests/fixtures/fakepg/specs)
     python tools/fakepg.py run PLAN.json LOGDIR   # on the GPU machine: every rank, concurrently
     python tools/fakepg.py table [LOGDIR]         # the measured figures (default: the fixtures)
 
 `plan` reads each compiled launch.sh (GEN/<name>/launch.sh, from
 `python -m compiler tests/fixtures/fakepg/specs/*.yaml -o GEN`) and keeps pretrain_gpt.py's
-arguments as launch.sh passes them, less --save/--load (no checkpoint is written), plus
---fake-process-group. It runs two ranks per layout: the first pipeline stage's and the last's, each
-tensor- and data-parallel rank 0 (ranks are laid out tp-cp-ep-dp-pp, parallel_state.py
+arguments as launch.sh passes them, less --save/--load (no checkpoint is written) and
+--exit-signal-handler (its check gathers on a device the fake backend cannot name:
+dist_signal_handler.py get_device raises), plus --fake-process-group (NAME...: only those specs). It runs two ranks per layout, one when the
+pipeline has one stage: the first pipeline stage's and the last's, each tensor- and data-parallel rank 0 (ranks are laid out tp-cp-ep-dp-pp, parallel_state.py
 RankGenerator), because only data-parallel rank 0 prints Megatron's memory report
 (training/utils/common_utils.py report_memory) and tensor-parallel rank 0 loads the data (the other
 ranks would read an unfilled broadcast buffer as token ids); the last rank prints the iteration lines.
@@ -22,8 +23,9 @@ ranks would read an unfilled broadcast buffer as token ids); the last rank print
 `run` starts every rank at once (one GPU, separate processes: torch's peak-memory counter is per
 process, so concurrent runs do not disturb it) and stops each after `[after training is done]`.
 Their iteration times are therefore contended and NOT a timing measurement; only memory is judged.
-Not judged this way (issue 26): sequence parallel (torch LayerNorm without TE or Apex asserts) and
-MoE (the fake all-to-all routes garbage tokens).
+Not judged this way: MoE (the fake all-to-all routes garbage tokens). Sequence parallel needs
+Transformer Engine or Apex (torch LayerNorm asserts): the `te-*` layouts (issue 27) run through TE,
+installed on the GPU machine by tools/te_measure_device.sh, which also runs this harness.
 """
 
 from __future__ import annotations
@@ -61,12 +63,18 @@ def launch_args(launch: str) -> list[str]:
     out: list[str] = []
     skip = False
     for a in args:
+        if a.startswith(">"):  # the redirection of the output: the arguments have ended
+            break
+        if a.startswith("${resume_args"):  # launch.sh's own --ckpt-step on a damaged save; none here
+            continue
         if skip:
             skip = False
             continue
         if a in ("--save", "--load"):
             skip = True
             continue
+        if a == "--exit-signal-handler":  # its check gathers on a CUDA device, which the fake backend has not
+            continue  # (dist_signal_handler.py get_device raises); with no checkpoint it has nothing to do
         out.append(a)
     return out
 
@@ -75,10 +83,12 @@ def _value(args: list[str], flag: str, default: int) -> int:
     return int(args[args.index(flag) + 1]) if flag in args else default
 
 
-def plan(gen: Path) -> list[dict]:
+def plan(gen: Path, names: list[str] | None = None) -> list[dict]:
     runs = []
     for spec in sorted(SPECS.glob("*.yaml")):
         name = spec.stem
+        if names and name not in names:
+            continue
         text = spec.read_text()
         workers = int(re.search(r"^  workers: (\d+)", text, re.M).group(1))  # type: ignore[union-attr]
         gpus = int(re.search(r"^  gpus_per_worker: (\d+)", text, re.M).group(1))  # type: ignore[union-attr]
@@ -88,7 +98,8 @@ def plan(gen: Path) -> list[dict]:
         pp = _value(args, "--pipeline-model-parallel-size", 1)
         cp = _value(args, "--context-parallel-size", 1)
         dp = world // (tp * pp * cp)
-        for stage, rank in (("first", 0), ("last", (pp - 1) * tp * cp * dp)):
+        stages = (("first", 0), ("last", (pp - 1) * tp * cp * dp)) if pp > 1 else (("first", 0),)
+        for stage, rank in stages:
             runs.append({"name": name, "stage": stage, "rank": rank, "world": world, "args": args})
     return runs
 
@@ -126,11 +137,13 @@ def run(plan_path: Path, logdir: Path, megatron: str, budget_s: float) -> None:
     for p, path, log in live:
         print(f"{path.parent.name}/{path.name}: stopped at the budget", flush=True)
         os.killpg(p.pid, signal.SIGKILL)
+    deadline = time.time() + 20  # one grace period for all, not one each
     for p, _, log in procs:
         try:
-            p.wait(timeout=20)
+            p.wait(timeout=max(0.1, deadline - time.time()))
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
         log.close()
 
 
@@ -149,7 +162,7 @@ def table(logdir: Path) -> list[dict]:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["plan"]:
-        Path(argv[2]).write_text(json.dumps(plan(Path(argv[1])), indent=1) + "\n")
+        Path(argv[2]).write_text(json.dumps(plan(Path(argv[1]), argv[3:]), indent=1) + "\n")
     elif argv[:1] == ["run"]:
         run(Path(argv[1]), Path(argv[2]), os.environ.get("MEGATRON", "/opt/Megatron-LM"),
             float(os.environ.get("BUDGET_S", "240")))

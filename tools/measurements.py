@@ -30,6 +30,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "measurements"
+# The runs through Transformer Engine (issue 27, tools/te_measure_device.sh), in the same format
+TE_DIR = DEFAULT_DIR.parent / "te-h200" / "measurements"
 # The first iterations include CUDA/cuBLAS warm-up and the lazy Adam state allocation.
 WARMUP_ITERATIONS = 3
 
@@ -71,6 +73,12 @@ class Measurement:
     tokens_per_s: float | None
     median_tflops_per_gpu: float | None
     iteration_ms: list[float] = field(default_factory=list)
+
+
+def spec_of(config: str) -> str:
+    """The spec a config's run was compiled from: tests/e2e/te/te-<name>.yaml for the runs through
+    Transformer Engine (tools/te_measure_device.sh, issue 27), else tests/e2e/mem-<config>.yaml."""
+    return f"tests/e2e/te/{config}.yaml" if config.startswith("te-") else f"tests/e2e/mem-{config}.yaml"
 
 
 def parse_args_dump(lines: list[str]) -> dict[str, str]:

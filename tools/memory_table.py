@@ -99,12 +99,12 @@ def failed_runs() -> list[tuple[str, str, Path]]:
 
 
 def rows() -> list[Row]:
-    """Every measured run: the 17 measurement logs, the two fixture runs, the GPU runs of the doctor's
-    corpus that logged their memory, the five earlier runs."""
+    """Every measured run: the measurement logs (local layers, then through Transformer Engine), the
+    two fixture runs, the GPU runs of the doctor's corpus that logged their memory, the five earlier runs."""
     earlier = json.loads(EARLIER.read_text(encoding="utf-8"))
     disk = earlier["fixture_checkpoint_bytes_on_disk"]
-    out = [_logged(m.config, f"tests/e2e/mem-{m.config}.yaml", measurements.DEFAULT_DIR / m.config / "train.log", None)
-           for m in measurements.collect(measurements.DEFAULT_DIR)]
+    out = [_logged(m.config, measurements.spec_of(m.config), directory / m.config / "train.log", None)
+           for directory in (measurements.DEFAULT_DIR, measurements.TE_DIR) for m in measurements.collect(directory)]
     out += [_logged(log.parent.name, spec, log, disk.get(spec)) for spec, log in FIXTURE_RUNS]
     out += [_logged(name, spec, log, None) for name, spec, log in failed_runs()]
     for run in earlier["runs"]:
