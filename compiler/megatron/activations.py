@@ -23,11 +23,20 @@ The layer (megatron/core/models/gpt/gpt_layer_specs.py, local and TE specs):
   view (utils.py:54; PyTorch's torch/csrc/autograd/functions/tensor.cpp CopySlices::apply_impl),
   its base-sized copy, the clone it hands masked_fill's backward, and that backward's output. The
   dropout mask is bool on CUDA (PyTorch's aten/src/ATen/native/cuda/Dropout.cu dropout_cuda). Fused attention (Transformer Engine) keeps no scores, only the output's
-  log-sum-exp [b, n/TP, s] in fp32: derived from the source, not measured;
+  log-sum-exp [b, n/TP, s] in fp32 (measured through TE on the H200, issue 27: the TE layers' kept
+  bytes match this count to a few MB a layer, tests/fixtures/te-h200/measurements);
 - MLP: the fc1 input; GeLU keeps fc1's output and fc2 its input (4 × h each); SwiGLU keeps fc1's
   output (2 × ffn), SiLU's output and fc2's input (ffn each), or with the fused bias-SwiGLU fc1's
   output and fc2's input;
+- MoE (moe_layer.py, token_dispatcher.py, experts.py): the router and the dispatcher keep the
+  pre-MLP norm's output; the experts' fc1 keeps the permuted tokens [s·b·k, h] (k = top-k); between
+  fc1 and fc2 the dense MLP's tensors for s·b·k tokens, plus, unless a fused weighted SwiGLU takes the
+  router's probabilities in (experts.py bias_act_func), the activation's output [s·b·k, ffn] that
+  the multiplication by the probabilities keeps;
 - the two bias-dropout-adds keep their bool masks [s, b, h].
+The micro batch on the GPU (pretrain_gpt.py get_batch, first and last stage): the token ids Megatron
+counts (8sb) and the dataloader's causal mask, bool [b, 1, s, s] (--create-attention-mask-in-dataloader
+is Megatron's default; measured on the H200: at s16384 b1 its 256 MiB are in the peak).
 Tensors before a column-parallel linear are whole on every TP rank unless sequence parallel splits
 them; tensors between a column- and a row-parallel linear are split by TP.
 
@@ -53,6 +62,21 @@ from dataclasses import dataclass
 # first GEMM, 64 MiB once a backward has run (a second stream's handle). Measured on the H200 with
 # tools/cublas_workspace.py (tests/fixtures/microbench/cublas-workspace.txt).
 CUBLAS_WORKSPACE_BYTES = 64 * 2**20
+
+# Transformer Engine's own cuBLAS workspace (transformer_engine/pytorch/cpp_extensions/gemm.py
+# get_cublas_workspace_size_bytes, TE 2.14.1): 32 MiB + 1 KiB on Hopper and later (4 MiB before; the
+# larger is counted), one per device, allocated through torch; grouped GEMMs (TE's GroupedLinear,
+# --moe-grouped-gemm) add one more per cuBLAS stream (tex.get_num_cublas_streams(): 4).
+TE_WORKSPACE_BYTES = 32 * 2**20 + 1024
+TE_GROUPED_GEMM_STREAMS = 4
+# The fused vocab-parallel cross entropy (--cross-entropy-loss-fusion, fusions/fused_cross_entropy.py,
+# torch.compile'd): bytes per logit at its peak, measured on the H200 on its own
+# (tools/ce_memory_probe.py, tests/fixtures/te-h200/ce-probe.txt: 10.00 in the forward and the
+# backward, the unfused one 6.00) and in the 13 runs through TE (tests/fixtures/te-h200/measurements,
+# vocabularies 32000 to 151936): one more fp32 logits-sized buffer beside the fp32 copy and the
+# 16-bit logits or gradient, which the compiled functions allocate where the unfused code updates
+# its input in place.
+FUSED_CE_BYTES_PER_LOGIT = 10
 
 # The selective-recompute modules modelled here; moe, moe_act, shared_experts and mla_up_proj change
 # no dense GPT layer's figure (transformer_layer.py:436-503).
@@ -98,6 +122,9 @@ class Shape:
     shared_ffn: int = 0  # the shared experts' intermediate size
     mla: tuple[int | None, int, int, int, int] | None = None  # q_lora, kv_lora, qk, qk rope, v head dims
     mtp_layers: int = 0
+    ce_fusion: bool = False  # --cross-entropy-loss-fusion (performance.py)
+    grouped_gemm: bool = False  # --moe-grouped-gemm (TE's grouped experts)
+    attention_mask: bool = True  # --create-attention-mask-in-dataloader (Megatron's default)
 
     def is_moe(self, layer: int) -> bool:
         """Whether layer `layer` (0-based, counting MTP layers after the last) has an MoE MLP."""
@@ -118,6 +145,7 @@ class Layer:
     core_attention_backward: float  # held while the layer's core attention runs backward
     mlp: float
     dropout_masks: float
+    mlp_backward: float = 0.0  # the gradients held at once while the layer's MLP runs backward
 
     @property
     def kept(self) -> float:
@@ -152,13 +180,23 @@ def full_layer(x: Shape, moe: bool | None = None) -> Layer:
         core_backward = 4 * e * scores_elements(x)
     else:
         core = core_backward = 4 * b * (x.heads / tp) * s  # log-sum-exp in fp32
+    # the MLP's backward: the gradient of fc2's input and, from the activation's backward, of fc1's
+    # output (2 ffn with SwiGLU) at once, beside the incoming gradient [s, b, h] (and its all-gather
+    # over TP with sequence parallel, for fc2's weight gradient)
+    grads = 3 if x.swiglu else 2
+    incoming = e * sbh * (1 + (1 / tp if x.sp else 0))
     if not moe:
         mlp = e * sbh / whole + _mlp_inner(x, x.ffn, s * b) / tp
-    else:  # each token's top-k experts, spread over EP × ETP ranks, and the shared experts (not measured)
-        mlp = (e * sbh / whole + _mlp_inner(x, x.moe_ffn, s * b * x.topk) / (x.etp * x.ep) * x.ep
+        mlp_backward = e * s * b * x.ffn * grads / tp + incoming
+    else:  # each token's top-k experts: s·b·k routed tokens a rank on balanced routing, ffn split by
+        # ETP; the shared experts over every token (not measured)
+        routed = s * b * x.topk
+        probs_output = 0 if (x.swiglu and x.fused) else e * routed * x.moe_ffn  # kept for × probs
+        mlp = (e * sbh / whole + e * routed * h + (_mlp_inner(x, x.moe_ffn, routed) + probs_output) / x.etp
                + _mlp_inner(x, x.shared_ffn, s * b) / tp)
+        mlp_backward = e * routed * x.moe_ffn * grads / x.etp + incoming
     masks = 2 * sbh / whole
-    return Layer(norms, attention, core, core_backward, mlp, masks)
+    return Layer(norms, attention, core, core_backward, mlp, masks, mlp_backward)
 
 
 def _mla_attention(x: Shape, tokens: float, whole: int) -> float:
@@ -196,7 +234,7 @@ def kept_layer(x: Shape, moe: bool | None = None) -> Layer:
     if "layernorm" in x.modules:  # the norm outputs (QKV and fc1 inputs) are recomputed
         attention -= e * s * b * x.hidden / whole
         mlp -= e * s * b * x.hidden / whole if "mlp" not in x.modules else 0
-    return Layer(norms, attention, core, full.core_attention_backward, mlp, full.dropout_masks)
+    return Layer(norms, attention, core, full.core_attention_backward, mlp, full.dropout_masks, full.mlp_backward)
 
 
 def layer_input(x: Shape) -> float:
@@ -222,6 +260,12 @@ def recomputed_units(x: Shape) -> list[tuple[int, bool]]:
     return units + ([(n % k, True)] if n % k else [])
 
 
+def backward_extra(layer: Layer) -> float:
+    """What a layer's backward holds beyond what the layer kept: its core attention's backward set or
+    its MLP's gradients, the larger (with fused attention the MLP's)."""
+    return max(layer.core_attention_backward - layer.core_attention, layer.mlp_backward)
+
+
 def microbatch_profile(x: Shape, stage: int = 0) -> tuple[float, float]:
     """(kept after the forward, highest backward peak) of one micro batch on pipeline stage `stage`:
     its layers as moe_layers says (the first dense layers sit on the first stage), and on the last
@@ -236,12 +280,11 @@ def microbatch_profile(x: Shape, stage: int = 0) -> tuple[float, float]:
         unit = kinds[i:i + size]
         i += size
         if recomputed:  # the unit runs its forward again, keeping everything, then its backward
-            last = full[unit[-1]]
-            held = sum(full[k].kept for k in unit) + (last.core_attention_backward - last.core_attention)
+            held = sum(full[k].kept for k in unit) + backward_extra(full[unit[-1]])
             unit_kept = layer_input(x)
         else:
             one = kept[unit[0]]
-            held = one.kept + one.core_attention_backward - one.core_attention
+            held = one.kept + backward_extra(one)
             unit_kept = one.kept
         peak = max(peak, done + held)
         done += unit_kept
@@ -249,7 +292,7 @@ def microbatch_profile(x: Shape, stage: int = 0) -> tuple[float, float]:
         mtp = full_layer(x, x.is_moe(x.layers))  # MTP layers are not recomputed (transformer_block.py)
         s = x.seq / x.cp
         per_layer = mtp.kept + x.elem * s * x.micro * 2 * x.hidden / (x.tp if x.sp else 1)
-        peak = max(peak, done + x.mtp_layers * per_layer + mtp.core_attention_backward - mtp.core_attention)
+        peak = max(peak, done + x.mtp_layers * per_layer + backward_extra(mtp))
         done += x.mtp_layers * per_layer
     return done, peak
 
@@ -264,19 +307,26 @@ def in_flight(x: Shape) -> float:
     return float(min(x.pp, x.microbatches))
 
 
+def attention_mask_bytes(x: Shape) -> float:
+    """The dataloader's causal mask, bool [b, 1, s/CP, s], on the first and the last stage."""
+    return x.micro * (x.seq / x.cp) * x.seq if x.attention_mask else 0.0
+
+
 def first_stage_extra(x: Shape) -> float:
-    """The embedding's bool dropout mask [s, b, h] and the int64 token ids Megatron counts (8sb)."""
+    """The embedding's bool dropout mask [s, b, h], the int64 token ids Megatron counts (8sb) and the
+    dataloader's attention mask."""
     s = x.seq / x.cp
-    return s * x.micro * x.hidden / (x.tp if x.sp else 1) + 8 * s * x.micro
+    return s * x.micro * x.hidden / (x.tp if x.sp else 1) + 8 * s * x.micro + attention_mask_bytes(x)
 
 
 def loss_bytes(x: Shape) -> float:
     """The last stage's head: the final norm's and the output layer's inputs, and the logits: the
     16-bit logits with their fp32 copy in the cross-entropy's forward, or its fp32 softmax with the
-    16-bit gradient autograd casts it to (cross_entropy.py:35, 230): 6 bytes per logit in bf16."""
+    16-bit gradient autograd casts it to (cross_entropy.py:35, 230): 6 bytes per logit in bf16;
+    the fused cross entropy FUSED_CE_BYTES_PER_LOGIT."""
     s, b = x.seq / x.cp, x.micro
     inputs = 2 * x.elem * s * b * x.hidden / (x.tp if x.sp else 1)
-    logit_bytes = 4 + (x.elem if x.elem < 4 else 0)
+    logit_bytes = FUSED_CE_BYTES_PER_LOGIT if x.ce_fusion else 4 + (x.elem if x.elem < 4 else 0)
     return inputs + logit_bytes * s * b * x.vocab / x.tp * (1 + x.mtp_layers)  # and each MTP layer's logits
 
 
@@ -292,7 +342,15 @@ def activation_peak(x: Shape) -> tuple[float, float, str]:
     extra = first_stage_extra(x)
     first = (in_flight(x) - 1) * kept + backward + extra
     last_kept = kept if x.pp == 1 else microbatch_profile(x, x.pp - 1)[0]
-    last_layers = last_kept + (extra if x.pp == 1 else 0)  # 1F1B: the last stage holds one micro batch
+    # 1F1B: the last stage holds one micro batch (and its batch's mask)
+    last_layers = last_kept + (extra if x.pp == 1 else attention_mask_bytes(x))
     if first >= last_layers + loss_bytes(x):
         return first, 0.0, "a layer's backward"
     return last_layers, loss_bytes(x), "the loss"
+
+
+def workspace_bytes(x: Shape) -> float:
+    """The GEMM libraries' workspaces torch's allocator holds: cuBLAS's through torch (Megatron's
+    own output layer and the local layers), and with Transformer Engine TE's (grouped GEMMs: one a stream)."""
+    te = 0 if x.local_attention else TE_WORKSPACE_BYTES * (1 + (TE_GROUPED_GEMM_STREAMS if x.grouped_gemm else 0))
+    return CUBLAS_WORKSPACE_BYTES + te

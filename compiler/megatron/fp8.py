@@ -147,6 +147,7 @@ def fp8_memory(t: Any, layout: Any) -> Fp8Memory | None:
         tensors = layers * FP8_TENSORS_PER_LAYER + experts * FP8_TENSORS_PER_EXPERT
         history = tensors * (recipe.amax_history_len + 1) * 4
     note = (f"FP8 ({recipe.recipe}): {copies / 2**20:,.1f} MiB of FP8 weight copies (row- and column-wise) and "
-            f"{history / 2**20:,.1f} MiB of amax history added, derived from TE's source, not measured; activations "
-            "counted at BF16 size (TE keeps some GEMM inputs in FP8): an upper bound")
+            f"{history / 2**20:,.1f} MiB of amax history added, derived from TE's source; activations counted at "
+            "BF16 size (TE keeps some GEMM inputs in FP8): an upper bound, measured once on the H200 "
+            "(delayed scaling, L4 h1024: +3.0 %, docs/transformer-engine.md)")
     return Fp8Memory(copies, history, note)

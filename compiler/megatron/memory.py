@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..tuples import NamedTuple
 from . import activations as act
 from .flops import flops_args
+from . import performance
 from .fp8 import fp8_memory
 from .gpus import gpu_of_flavor
 from .param_counts import counts as _counts
@@ -71,7 +72,7 @@ class Estimate(NamedTuple):
     storage_bytes: int  # checkpoints retained + logs + TensorBoard
     gpu_memory_gb: float | None
     peak_fraction_of_gpu: float | None
-    workspace_mb: float = round(act.CUBLAS_WORKSPACE_BYTES / MB, 2)  # cuBLAS workspaces, measured
+    workspace_mb: float = round(act.CUBLAS_WORKSPACE_BYTES / MB, 2)  # cuBLAS (and TE's) workspaces, measured
     held_weights_mb: float | None = None  # weights + grads + optimizer as held (fp16: 2-byte grads), in the peak
 
 
@@ -176,6 +177,9 @@ def shape_of(t: Any, layout: Layout, padded_vocab: int, microbatches: int) -> ac
         moe_layers=tuple(a.moe_layer_freq) if isinstance(a.moe_layer_freq, list) else None,
         shared_ffn=a.moe_shared_expert_intermediate_size or 0, mla=mla if a.multi_latent_attention else None,
         mtp_layers=a.mtp_num_layers or 0,
+        ce_fusion=performance.resolve(t, layout.data).cross_entropy_fusion,
+        grouped_gemm="--moe-grouped-gemm" in t.args and m.num_experts is not None,
+        attention_mask="--no-create-attention-mask-in-dataloader" not in t.args,
     )
 
 
@@ -198,25 +202,26 @@ def peak_terms(shape: act.Shape, position_embedding_parameters: int, bytes_per_p
 
 
 def not_measured(shape: act.Shape, t: Any) -> tuple[str, ...]:
-    """The parts of the estimate that no committed measurement covers (all ran TP1 PP1, bf16,
-    unfused local attention, no fused kernels; docs/memory-model.md)."""
+    """The parts of the estimate that no committed measurement covers. Measured on the H200: one GPU
+    through the local layers (bf16, fp16; unfused and fused kernels) and through Transformer Engine
+    (fused attention, TE's layers, the fused cross entropy, TE's grouped experts, FP8 delayed
+    scaling); TP (with sequence parallel through TE), PP, VPP and DP layouts rank by rank with
+    --fake-process-group (docs/memory-model.md, docs/transformer-engine.md)."""
     out = []
-    if not shape.local_attention:
-        out.append("fused attention (transformer_engine): derived from the source; TE's kernels ran on the H200, "
-                   "no Megatron run through TE has measured memory yet (docs/transformer-engine.md)")
-    for name, size in (("tensor", shape.tp), ("pipeline", shape.pp), ("context", shape.cp), ("expert", shape.ep)):
+    for name, size in (("context", shape.cp), ("expert", shape.ep)):
         if size > 1:
             out.append(f"{name} parallel {size}: derived from the source, not measured")
-    if shape.num_experts is not None:
-        out.append("MoE activations: derived from the source, not measured")
+    if shape.num_experts is not None and (shape.tp > 1 or shape.pp > 1):
+        out.append("MoE on more than one GPU: derived from the source (one GPU measured; a fake process group "
+                   "routes garbage tokens)")
+    if shape.shared_ffn:
+        out.append("shared experts: derived from the source, not measured")
     if shape.mla is not None or shape.mtp_layers:
         out.append("multi-latent attention and MTP activations: derived from the source, not measured")
     if shape.recompute == "selective" and set(shape.modules) != {"core_attn"}:
         out.append(f"selective recompute of {', '.join(shape.modules)}: only core_attn was measured")
-    if shape.elem != 2 or t.precision == "fp16":
-        out.append(f"{t.precision}: only bf16 was measured")
-    if shape.fused:
-        out.append("fused kernels: only the unfused path was measured")
+    if shape.elem != 2:
+        out.append(f"{t.precision}: only bf16 and fp16 were measured")
     return tuple(out)
 
 
@@ -255,7 +260,7 @@ def estimate(spec: SpecView | JobSpec, layout: Layout) -> Estimate | None:
                                                                          t.precision))
     held = megatron_weight_and_optimizer_bytes(t, layout, padded, t.precision)
     peak_bytes = (held + peak.position_embeddings + peak.attention_buffer + peak.layers + peak.loss
-                  + act.CUBLAS_WORKSPACE_BYTES)
+                  + act.workspace_bytes(shape))
     fp8 = fp8_memory(t, layout)  # FP8's weight copies and amax history (megatron/fp8.py), else None
     if fp8 is not None:
         peak_bytes += fp8.weight_copies + fp8.amax_history
@@ -278,7 +283,7 @@ def estimate(spec: SpecView | JobSpec, layout: Layout) -> Estimate | None:
         peak_mb=round(peak_bytes / MB, 2),
         peak_at=peak.at,
         attention=("unfused (transformer_impl: local): the scores are stored, measured" if shape.local_attention
-                   else "fused (transformer_impl: transformer_engine): no scores stored, not measured in Megatron"),
+                   else "fused (transformer_impl: transformer_engine): no scores stored, measured"),
         not_measured=not_measured(shape, t) + ((fp8.note,) if fp8 is not None else ()),
         num_microbatches=micro,
         tokens_per_step=t.batch.global_ * t.model.seq_length,
@@ -290,6 +295,7 @@ def estimate(spec: SpecView | JobSpec, layout: Layout) -> Estimate | None:
         storage_bytes=total_storage,
         gpu_memory_gb=gpu,
         peak_fraction_of_gpu=None if gpu is None else round(peak_bytes / (gpu * GB), 4),
+        workspace_mb=round(act.workspace_bytes(shape) / MB, 2),
     )
 
 
@@ -306,7 +312,7 @@ def _peak_bytes(t: Any, layout: Layout, shape: act.Shape, distributed: bool) -> 
     weights = ((c["tp"] + c["replicated"]) * bytes_per_parameter(distributed, layout.data, t.precision)
                + c["expert"] * bytes_per_parameter(distributed, layout.expert_data, t.precision))
     p = peak_terms(shape, position_parameters(t), bytes_per_parameter(distributed, layout.data, t.precision))
-    return weights + p.position_embeddings + p.attention_buffer + p.layers + p.loss + act.CUBLAS_WORKSPACE_BYTES
+    return weights + p.position_embeddings + p.attention_buffer + p.layers + p.loss + act.workspace_bytes(shape)
 
 
 def alternatives(t: Any, layout: Layout) -> list[tuple[str, float]]:
@@ -332,7 +338,7 @@ def alternatives(t: Any, layout: Layout) -> list[tuple[str, float]]:
                                                                        microbatches=num_microbatches(t.batch.global_, half, layout.data)),
                         t.distributed_optimizer))
     if shape.local_attention:
-        options.append(("training.model.transformer_impl: transformer_engine (fused attention, not measured)",
+        options.append(("training.model.transformer_impl: transformer_engine (fused attention)",
                         replace(shape, local_attention=False), t.distributed_optimizer))
     if not t.distributed_optimizer and layout.data > 1:
         options.append(("training.distributed_optimizer: true", shape, True))

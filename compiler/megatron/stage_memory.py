@@ -78,9 +78,10 @@ def stage_peaks(t: Any, layout: ParallelLayout) -> list[StagePeak] | None:
         held = (in_flight(x, r) - 1) * kept
         extra = act.first_stage_extra(x) if first else 0.0
         at_backward = held + backward + extra
-        at_loss = held + kept + extra + act.loss_bytes(x) if last else 0.0
+        batch = extra if first else act.attention_mask_bytes(x)  # the micro batch's mask on the last stage too
+        at_loss = held + kept + batch + act.loss_bytes(x) if last else 0.0
         activations, at = (at_loss, "the loss") if at_loss > at_backward else (at_backward, "a layer's backward")
-        peak = weights + activations + buffers + act.CUBLAS_WORKSPACE_BYTES
+        peak = weights + activations + buffers + act.workspace_bytes(x)
         rank = r * layout.tensor * layout.context * layout.data
         out.append(StagePeak(stage, rank, int(round(params)), round(weights / MB, 2), round(activations / MB, 2),
                              round(buffers / MB, 2), round(peak / MB, 2), at))

@@ -230,7 +230,7 @@ def estimate_rows(est: Any, quota_gb: float | None) -> list[tuple[str, str]]:
         ("peak: unfused attention's score buffer", _mb(est.attention_buffer_mb)),
         (f"peak: layer activations at {est.peak_at}", _mb(est.layer_activations_mb)),
         ("peak: logits and head at the loss", _mb(est.loss_mb)),
-        ("peak: cuBLAS workspaces (measured)", _mb(est.workspace_mb)),
+        ("peak: cuBLAS (and TE's) workspaces", _mb(est.workspace_mb)),
         ("peak estimate per GPU", _mb(est.peak_mb)),
         ("GPU memory", "unknown: set resources.gpu_memory_gb" if est.gpu_memory_gb is None
          else f"{est.gpu_memory_gb:g} GB, peak at {est.peak_fraction_of_gpu:.0%}"),
