@@ -141,19 +141,41 @@ def _outcomes(items: list[tuple[str, str | None]], options: Options) -> Iterator
         for path, conflict in items:
             yield process(path, conflict, options)
         return
-    import multiprocessing  # deferred: not for a batch under PARALLEL_MIN_SPECS, importing it costs more than a compile
-
     # The first spec here: what compiling it loads (the validator, the templates) is loaded before
     # the fork and shared by every worker.
     path, conflict = items[0]
     yield process(path, conflict, options)
     items = items[1:]
     _OPTIONS[:] = [options]
-    # workers ignore Ctrl-C: the parent alone handles it, cleans up and reports, without a
-    # traceback from every worker
-    with multiprocessing.get_context("fork").Pool(workers, initializer=signal.signal,
-                                                  initargs=(signal.SIGINT, signal.SIG_IGN)) as pool:
+    with worker_pool(workers) as pool:
         yield from pool.imap(_process_item, items, chunksize=max(1, len(items) // (workers * 8)))
+
+
+PR_SET_PDEATHSIG = 1  # prctl(2), <linux/prctl.h>
+
+
+def _init_worker(parent: int) -> None:
+    """A forked worker's first steps: ignore Ctrl-C, and die with the process that forked it."""
+    # The parent alone handles Ctrl-C: it cleans up and reports, without a traceback from every worker.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Ctrl-C can reach the parent between a worker's fork and the pool's record of it (Pool.__init__
+    # catches Exception, not KeyboardInterrupt; Process.start records the child after the fork). No
+    # one then terminates that worker: it would wait for tasks forever, holding the parent's stdout
+    # and stderr open. So the kernel kills it when the parent goes, however the parent goes.
+    import ctypes  # deferred: only a forked worker needs it
+
+    # A kernel that refuses (a seccomp filter) leaves the worker as it was: exiting would only make
+    # the pool fork another.
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)  # the parent went before the death signal was set: nothing will send it
+
+
+def worker_pool(workers: int) -> Any:
+    """A pool of `workers` forked processes (Linux) that ignore Ctrl-C and die with this process."""
+    import multiprocessing  # deferred: not for a batch under PARALLEL_MIN_SPECS, importing it costs more than a compile
+
+    return multiprocessing.get_context("fork").Pool(workers, initializer=_init_worker, initargs=(os.getpid(),))
 
 
 def run_batch(arguments: list[str], options: Options) -> tuple[list[Diagnostic], Iterator[Outcome]]:

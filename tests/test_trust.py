@@ -210,19 +210,34 @@ def _batch(directory: Path, count: int) -> None:
         (directory / f"s{index:03}.yaml").write_text(text.replace("name: mcore-tp2-01", f"name: s{index:03}"))
 
 
+def _live_members(group: int) -> list[int]:
+    """The processes of a process group that have not exited (zombies left out)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[2] == str(group) and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
 def _interrupt(tmp_path: Path, trial: int, delay: float) -> str:
     out = tmp_path / f"out{trial}"
     proc = _compiler(str(tmp_path / "specs"), "-o", str(out))
     time.sleep(delay)
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends: the whole process group
     proc.wait(timeout=60)
-    # A pool worker forked while the pool is being terminated can outlive the compiler, blocked on a
-    # lock it inherited, and hold the stderr pipe open (seen twice on a loaded machine; the next run
-    # still cleans up after it, which is what this test is about). End the group before reading.
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    # No pool worker outlives the compiler (one forked as Ctrl-C arrived used to, blocked on a lock
+    # it inherited, holding the stderr pipe open: tests/test_batch_workers.py). Any survivor is
+    # killed before reading, so that a failure here is reported instead of hanging.
+    deadline = time.monotonic() + 10
+    while (left := _live_members(proc.pid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes {left} of the interrupted compiler's group outlived it"
     stderr = proc.stderr.read()  # type: ignore[union-attr]
     # a worker the pool terminates (SIGTERM) cannot clean up; the next run removes what it left
     again = _compiler(str(tmp_path / "specs"), "-o", str(out))
