@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Install the Slurm daemons, clients and munge that tests/slurm_cluster.py starts (no systemd needed:
-# the tests run the daemons themselves). Idempotent: does nothing when everything is installed.
+# the tests run the daemons themselves), and iproute2, whose `ip` gives each test node a network
+# namespace of its own where root may (tests/node_networks.py; nsenter and unshare are util-linux's,
+# which Debian always has). Idempotent: does nothing when everything is installed.
 set -euo pipefail
 
-packages=(slurmctld slurmd slurm-client munge)
-programs=(slurmctld slurmd sbatch srun sinfo scontrol scancel squeue munged munge)
+packages=(slurmctld slurmd slurm-client munge iproute2)
+programs=(slurmctld slurmd sbatch srun sinfo scontrol scancel squeue munged munge ip)
 
 missing=0
 for program in "${programs[@]}"; do

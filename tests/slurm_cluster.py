@@ -4,9 +4,12 @@ Everything lives in one temporary directory: the munge key and socket, slurm.con
 the controller's state, each slurmd's spool, the logs. The daemons run in the foreground as
 children of the test process (`-D`, `-F`), so they are stopped by their own pid and waited for.
 
-Two nodes run on this one host (`slurmd -N NAME`, each with its own port). Their names must
-resolve to this host, because job scripts take MASTER_ADDR from `scontrol show hostnames`, which
-gives node names: they are this host's short name and `localhost`. Each node has two fake GPUs
+Two nodes run on this one host (`slurmd -N NAME`, each with its own port). Where root may make
+network namespaces (tests/node_networks.py), each node's slurmd, and so every process of a job step
+on that node, has a network and an address of its own (node0, node1): a rank reaches another node
+only at that node's address, as on a real cluster. Otherwise both nodes share this host's network,
+and their names, this host's short name and `localhost`, must resolve to it, because job scripts
+take MASTER_ADDR from `scontrol show hostnames`, which gives node names. Each node has two fake GPUs
 (character devices like /dev/null under the temporary directory), so `--gpus-per-node=2` schedules.
 
 Use the session fixture `slurm_cluster` (register it in tests/conftest.py with
@@ -27,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from node_networks import NodeNetworks, node_networks, unavailable
 
 PARTITION = "batch"
 GPUS_PER_NODE = 2
@@ -50,6 +55,7 @@ class SlurmCluster:
     gpus_per_node: int
     env: dict[str, str]
     logs: dict[str, Path] = field(default_factory=dict)
+    networks: NodeNetworks | None = None  # None: the nodes share this host's network
 
     def run(self, argv: Sequence[str], *, timeout: float = 120.0, cwd: Path | None = None,
             extra_env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -112,8 +118,11 @@ def _free_ports(count: int) -> list[int]:
             s.close()
 
 
-def node_names(count: int) -> tuple[str, ...]:
-    """Node names that resolve to this host: its short name, then localhost (at most two)."""
+def node_names(count: int, isolated: bool = False) -> tuple[str, ...]:
+    """node0, node1, ... for nodes in networks of their own; else names that resolve to this host:
+    its short name, then localhost (at most two)."""
+    if isolated:
+        return tuple(f"node{index}" for index in range(count))
     short = socket.gethostname().split(".")[0]
     names = [short] + ([] if short == "localhost" else ["localhost"])
     if count > len(names):
@@ -137,12 +146,13 @@ def _fake_gpus(dev: Path, count: int) -> list[Path]:
 
 
 def slurm_conf(root: Path, nodes: Sequence[str], ctld_port: int, node_ports: Sequence[int],
-               munge_socket: Path, cpus: int) -> str:
-    """A minimal slurm.conf for daemons and clients on this host, every path under `root`."""
+               munge_socket: Path, cpus: int, networks: NodeNetworks | None = None) -> str:
+    """A minimal slurm.conf for daemons and clients on this host, every path under `root`; with
+    `networks`, slurmctld is reached at the bridge's address and each node at its own."""
     host = socket.gethostname().split(".")[0]
     lines = [
         "ClusterName=pytest",
-        f"SlurmctldHost={host}",
+        f"SlurmctldHost={host}" + (f"({networks.host_addr})" if networks else ""),
         f"SlurmctldPort={ctld_port}",
         f"SlurmdPort={node_ports[0]}",
         "SlurmUser=root",
@@ -183,7 +193,9 @@ def slurm_conf(root: Path, nodes: Sequence[str], ctld_port: int, node_ports: Seq
         "MinJobAge=4",
     ]
     for name, port in zip(nodes, node_ports):
-        lines.append(f"NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 Port={port} "
+        where = f"NodeHostname={name} NodeAddr={networks.addr[name]}" if networks else \
+            f"NodeHostname={host} NodeAddr=127.0.0.1"
+        lines.append(f"NodeName={name} {where} Port={port} "
                      f"CPUs={cpus} RealMemory=1000 Gres=gpu:{GPUS_PER_NODE} State=UNKNOWN")
     lines.append(f"PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
     return "\n".join(lines) + "\n"
@@ -222,7 +234,7 @@ def _wait_for(check: Callable[[], bool], what: str, cluster: SlurmCluster,
     """Poll `check` until it is true; fail with the daemon logs when a daemon died or time ran out."""
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
-        dead = [Path(str(p.args[0] if isinstance(p.args, list) else p.args)).name  # type: ignore[index]
+        dead = [next((Path(a).name for a in p.args if Path(a).name in BINARIES), str(p.args))  # type: ignore[union-attr]
                 for p in procs if p.poll() is not None]
         if dead:
             raise RuntimeError(f"{', '.join(dead)} exited while waiting for {what}\n{cluster.log_tails()}")
@@ -256,12 +268,24 @@ def _cancel_jobs(cluster: SlurmCluster) -> None:
 
 
 @contextlib.contextmanager
-def running_cluster(root: Path, nodes: int = 2, cpus: int | None = None) -> Iterator[SlurmCluster]:
-    """Start munged, slurmctld and `nodes` slurmd under `root`; yield when every node is idle; stop all."""
+def running_cluster(root: Path, nodes: int = 2, cpus: int | None = None,
+                    isolate: bool | None = None) -> Iterator[SlurmCluster]:
+    """Start munged, slurmctld and `nodes` slurmd under `root`; yield when every node is idle; stop all.
+    isolate: each node in a network namespace of its own (None: where tests/node_networks.py can)."""
     missing = missing_binaries()
     if missing:
         raise SlurmUnavailable(f"not installed: {', '.join(missing)} (run .ci/install-slurm.sh)")
-    names = node_names(nodes)
+    if isolate is None:
+        isolate = unavailable() is None
+    names = node_names(nodes, isolate)
+    with contextlib.ExitStack() as stack:
+        root.mkdir(parents=True, exist_ok=True)
+        networks = stack.enter_context(node_networks(names, root)) if isolate else None
+        yield from _run_cluster(root, names, cpus, networks)
+
+
+def _run_cluster(root: Path, names: tuple[str, ...], cpus: int | None,
+                 networks: NodeNetworks | None) -> Iterator[SlurmCluster]:
     root.mkdir(parents=True, exist_ok=True)
     # munged refuses a key or socket directory that others can read or write into.
     root.chmod(0o755)
@@ -274,7 +298,8 @@ def running_cluster(root: Path, nodes: int = 2, cpus: int | None = None) -> Iter
     munge_socket = root / "munge" / "munge.socket"
     ctld_port, *node_ports = _free_ports(1 + len(names))
     conf = root / "slurm.conf"
-    conf.write_text(slurm_conf(root, names, ctld_port, node_ports, munge_socket, cpus or os.cpu_count() or 1))
+    conf.write_text(slurm_conf(root, names, ctld_port, node_ports, munge_socket, cpus or os.cpu_count() or 1,
+                               networks))
     gpus = _fake_gpus(root / "dev", GPUS_PER_NODE)
     # Named GPUs numbered like /dev/nvidiaN so that Slurm derives CUDA_VISIBLE_DEVICES indices.
     (root / "gres.conf").write_text(f"Name=gpu File={gpus[0].parent}/nvidia[0-{GPUS_PER_NODE - 1}]\n")
@@ -283,7 +308,7 @@ def running_cluster(root: Path, nodes: int = 2, cpus: int | None = None) -> Iter
     logs = {"munged": root / "log" / "munged.log", "slurmctld": root / "log" / "slurmctld.log",
             **{f"slurmd {n}": root / "log" / f"slurmd-{n}.log" for n in names}}
     cluster = SlurmCluster(root=root, conf=conf, nodes=names, partition=PARTITION,
-                           gpus_per_node=GPUS_PER_NODE, env=env, logs=logs)
+                           gpus_per_node=GPUS_PER_NODE, env=env, logs=logs, networks=networks)
     procs: list[subprocess.Popen[bytes]] = []
     try:
         procs.append(_start([_which("munged"), "-F", "-f", f"--key-file={key}", f"--socket={munge_socket}",
@@ -295,7 +320,9 @@ def running_cluster(root: Path, nodes: int = 2, cpus: int | None = None) -> Iter
         _wait_for(lambda: cluster.run(["scontrol", "ping"], timeout=10).stdout.count("UP") > 0,
                   "slurmctld", cluster, procs)
         for name in names:
-            procs.append(_start([_which("slurmd"), "-D", "-N", name], root / "log" / f"slurmd-{name}.out", env))
+            where = networks.exec_prefix(name) if networks else []
+            procs.append(_start([*where, _which("slurmd"), "-D", "-N", name], root / "log" / f"slurmd-{name}.out",
+                                env))
         _wait_for(lambda: _nodes_idle(cluster), f"nodes {', '.join(names)} idle in partition {PARTITION}",
                   cluster, procs)
         yield cluster

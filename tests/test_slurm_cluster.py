@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers import GLOO_ALL_REDUCE
+from node_networks import unavailable
 from slurm_cluster import SlurmCluster
 
 ALL_REDUCE = GLOO_ALL_REDUCE + '''dist.barrier()
@@ -70,6 +71,25 @@ def test_the_cluster_has_its_nodes_idle_in_the_batch_partition(slurm_cluster: Sl
     assert result.returncode == 0, result.stderr
     rows = sorted(line.split() for line in result.stdout.splitlines())
     assert rows == sorted([name, "batch*", "idle", "gpu:2"] for name in slurm_cluster.nodes), result.stdout
+
+
+@pytest.mark.allow_ci_skip  # a CI container may not let root make network namespaces
+def test_each_node_has_a_network_of_its_own_where_namespaces_can_be_made(slurm_cluster: SlurmCluster):
+    if slurm_cluster.networks is None:
+        pytest.skip(f"the nodes share this host's network: {unavailable()}")
+    # A task per node prints its network namespace and the address it reaches its own node name at.
+    result = slurm_cluster.run(["srun", "--nodes=2", "--ntasks-per-node=1", "--label", "bash", "-c",
+                                'echo "$(readlink /proc/self/ns/net) $(getent hosts "$SLURMD_NODENAME")"'],
+                               timeout=60)
+    assert result.returncode == 0, result.stderr
+    seen = {}
+    for line in result.stdout.splitlines():
+        task, namespace, addr, name = line.replace(":", " ", 1).split()[:4]
+        seen[name] = (namespace, addr)
+    assert sorted(seen) == sorted(slurm_cluster.nodes), result.stdout
+    namespaces = {namespace for namespace, _ in seen.values()}
+    assert len(namespaces) == 2 and os.readlink("/proc/self/ns/net") not in namespaces, result.stdout
+    assert {name: addr for name, (_, addr) in seen.items()} == slurm_cluster.networks.addr
 
 
 def test_sbatch_test_only_accepts_a_script_that_fits_and_refuses_one_that_does_not(
