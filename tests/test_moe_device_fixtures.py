@@ -81,6 +81,20 @@ def test_the_deepseek_stop_saved_and_matched_the_uninterrupted_run():
         MLA / "run4-stopped" / "train.log").read_text()
 
 
+def test_the_deepseek_restart_continues_the_uninterrupted_run():
+    """Run 5 (mla-device/README.md): the same stop at 11, then launch.sh again: it loaded iteration 11
+    and iterations 12-20 equal the uninterrupted run's as printed (13 is the restart's averaged line).
+    The command's budget then stopped the iteration-20 save, so the exit record says so and export.sh
+    did not run on the device."""
+    lines, equal = _compare().compare(MLA / "run5-reference", MLA / "run5-restarted", 9)
+    assert equal, "\n".join(lines)
+    assert lines[0] == "resumed from iteration 11: first logged iteration 12"
+    assert sum("equal" in line for line in lines[1:10]) == 9  # iterations 12-20
+    assert "exit record: 143 stopped: SIGTERM saved_iteration: 11 torchrun_status: 0" in (
+        MLA / "run5-summary.txt").read_text()
+    assert (MLA / "run5-restarted" / "exit_status").read_text().split("\n")[:2] == ["143", "stopped: SIGTERM"]
+
+
 def test_the_export_scores_as_megatron_does_on_the_same_weights():
     """export.sh of the restarted run's iteration-20 save, loaded by transformers and scored on batch
     21, against the uninterrupted run's iteration-21 loss (its iteration-20 weights, which the
