@@ -68,7 +68,7 @@ def test_no_engine_name_outside_platform():
 
 
 def test_launch_template_has_no_engine_branch():
-    text = (REPO / "templates" / "launch.sh.j2").read_text(encoding="utf-8")
+    text = "".join(p.read_text(encoding="utf-8") for p in sorted((REPO / "templates").glob("launch*.j2")))
     tags = re.findall(r"{%.*?%}|{{.*?}}", text)
     assert not [t for t in tags if any(n in t.lower() for n in NAMES)], tags
     # and its prose names no engine: the engine's own lines come from its adapter's node_env

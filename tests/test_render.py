@@ -87,11 +87,13 @@ def test_docker_str_escapes_quotes_and_dollars():
 
 def test_templates_are_logic_free():
     """Only {{ value | quoting_filter }}, {% if plan.bool %}, {% for x in plan.list %} (or a loop variable's
-    list) and their ends: no arithmetic, no `set`, no string methods."""
+    list), their ends, and {% include "part.j2" %} (a part only some specs render, compiled only for
+    them): no arithmetic, no `set`, no string methods."""
     expression = re.compile(r"\{\{(.*?)\}\}", re.S)
     statement = re.compile(r"\{%-?(.*?)-?%\}", re.S)
     allowed_statement = re.compile(
-        r"^\s*(if (not )?(plan|step)(\.\w+)+|else|endif|endfor|for \w+(, \w+)? in \w+(\.\w+)+)\s*$")
+        r"^\s*(if (not )?(plan|step)(\.\w+)+|else|endif|endfor|for \w+(, \w+)? in \w+(\.\w+)+"
+        r'|include "[\w.-]+\.j2")\s*$')
     allowed_expression = re.compile(r"^\s*(\w+(\.\w+)*)\s*\|\s*(\w+)(\(\"[^\"]*\"\))?\s*$")
     for template in sorted(templates_dir().glob("*.j2")):
         text = template.read_text()

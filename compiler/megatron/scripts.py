@@ -11,7 +11,6 @@ a spec pinning another commit cannot be checked against this list.
 
 from __future__ import annotations
 
-import difflib
 import posixpath
 from functools import lru_cache
 from pathlib import Path
@@ -90,6 +89,8 @@ def script_problem(script: str, megatron_root: str, commit: str) -> ScriptProble
         return ScriptProblem(f"{what}: an examples/…/pretrain_*.py that Megatron-LM does not have is another "
                              "project's entry point (Alibaba Pai-Megatron-Patch has these)",
                              f"Megatron-LM's entry points at {commit[:8]}: {', '.join(entry_points())}; {own}")
+    import difflib  # deferred: only a script Megatron-LM does not have needs a close match
+
     close = difflib.get_close_matches(relative, sorted(files), n=1, cutoff=0.8)
     if close:
         return ScriptProblem(f"{what}; did you mean {close[0]}?", f"training.script: {close[0]}")
