@@ -22,6 +22,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,8 +81,21 @@ def _free_subnet() -> ipaddress.IPv4Network:
     raise OSError("no free /24 in 10.250.0.0-10.254.199.0")
 
 
+# The probe: node "a" accepts one connection on its own address, where node "b" connects by name
+# (a host whose firewall drops bridged traffic, as Docker's FORWARD policy does, fails here).
+LISTEN = """import socket, sys
+s = socket.create_server(("0.0.0.0", 0)); print(s.getsockname()[1], flush=True); s.settimeout(20); s.accept()"""
+CONNECT = "import socket, sys; socket.create_connection(('a', int(sys.argv[1])), timeout=20)"
+
+
+def _last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else "(no message)"
+
+
 def unavailable() -> str | None:
-    """Why node networks cannot be made here, or None when they can (a namespace, veth and bridge are tried)."""
+    """Why node networks cannot be used here, or None when they can: two nodes are made, each entered,
+    and one reaches the other by name."""
     if os.geteuid() != 0:
         return "not root"
     for name in ("ip", "nsenter", "unshare"):
@@ -90,11 +104,20 @@ def unavailable() -> str | None:
     import tempfile
 
     try:
-        with tempfile.TemporaryDirectory() as directory, _networks(["probe"], f"mcp{os.getpid()}", Path(directory)) as net:
-            probe = subprocess.run([*net.exec_prefix("probe"), "true"], capture_output=True, text=True, timeout=30,
-                                   check=False)
-            return None if probe.returncode == 0 else f"cannot enter a node's network: {probe.stderr.strip()}"
-    except OSError as exc:
+        with tempfile.TemporaryDirectory() as directory, _networks(["a", "b"], f"mcp{os.getpid()}", Path(directory)) as net:
+            with subprocess.Popen([*net.exec_prefix("a"), sys.executable, "-c", LISTEN], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) as server:
+                port = server.stdout.readline().strip() if server.stdout else ""
+                client = subprocess.run([*net.exec_prefix("b"), sys.executable, "-c", CONNECT, port or "0"],
+                                        capture_output=True, text=True, timeout=30, check=False)
+                server.kill()
+                errors = server.stderr.read() if server.stderr else ""
+            if not port:
+                return f"cannot enter a node's network: {_last_line(errors)}"
+            if client.returncode != 0:
+                return f"one node cannot reach another: {_last_line(client.stderr)}"
+            return None
+    except (OSError, subprocess.TimeoutExpired) as exc:
         return str(exc)
 
 
