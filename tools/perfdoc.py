@@ -145,8 +145,9 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "without it max(GPU, host) | the split of host time from the tiny model's profile |",
         "| iteration | HOST_PER_ITERATION (TE_HOST_PER_ITERATION for TE): Megatron's host-side step work (grad norm, "
         "timers, logging) | fitted (on the runs without TE; on the TE runs) |",
-        "| optimizer | torch AdamW (foreach) over the rank's shard, or TE's FusedAdam (one pass of 28 bytes a "
-        "parameter) when TE is installed, + grad norm, zeroing and the parameter copy (14 bytes a parameter) | "
+        "| optimizer | torch AdamW (foreach) over the rank's shard, or a FusedAdam (one pass of 28 bytes a "
+        "parameter) where TE or Apex is installed (Megatron-DeepSpeed's rows have Apex), + grad norm, zeroing and "
+        "the parameter copy (14 bytes a parameter) | "
         "measured step time by size; HBM rate |",
         "| pipeline | m x the slowest stage + (pp-1)/v x the mean stage (1F1B, interleaved) | the schedule |",
         "| communication | latency + bytes / bandwidth per link class: tp (4 all-reduces a layer, 6 with full "

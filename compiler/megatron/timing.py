@@ -49,7 +49,7 @@ TE_HOST_PER_LAYER = 0.004200
 TE_HOST_PER_ITERATION = 0.019591
 FUSED_ATTENTION_SHARE = 0.50
 FUSED_ATTENTION_SCORE_S = 4.0e-12
-STACK_FACTOR: dict[str, float] = {"local": 1.0, "te": 0.973, "deepspeed": 0.505}
+STACK_FACTOR: dict[str, float] = {"local": 1.0, "te": 0.973, "deepspeed": 0.543}
 FP8_GEMM_FACTOR = 0.61
 # END FIT
 FIT_SOURCE = "fitted by tools/validate_timing.py on the kept H200 runs (leave-one-out in docs/performance-model.md)"
@@ -272,7 +272,9 @@ def _optimizer(par: Parallel, gpu: Gpu, params_per_rank: float) -> Term:
     bytes per parameter) at the measured HBM rate."""
     local = params_per_rank / (par.data * par.context) if par.distributed_optimizer else params_per_rank
     ref = GPUS[MEASURED_GPU]
-    if _te(par):  # Megatron takes TE's FusedAdam when TE imports (optimizer/__init__.py:14)
+    # Megatron takes TE's FusedAdam when TE imports (optimizer/__init__.py:14), else Apex's (:20), which
+    # the Megatron-DeepSpeed stack has; torch's AdamW (foreach) only without either
+    if _te(par) or par.stack.startswith("deepspeed"):
         adam = FUSED_ADAM_BYTES * local / (rates.hbm_bytes_per_second() * gpu.hbm_tb_s / ref.hbm_tb_s)
     else:
         adam = rates.adam_seconds(local) * ref.hbm_tb_s / gpu.hbm_tb_s
