@@ -25,8 +25,13 @@ else:
             if not bases:  # NamedTuple itself
                 return super().__new__(mcls, typename, bases, ns)
             if bases != (NamedTuple,):
-                raise TypeError("a NamedTuple class inherits from NamedTuple only")
-            fields = ns.get("__annotations__", {})
+                raise TypeError("a NamedTuple class inherits from NamedTuple only (no Generic, no mixins)")
+            if "__annotations__" not in ns:
+                # Python 3.14 keeps unevaluated annotations behind __annotate__: never make a tuple
+                # without fields silently; every module here has `from __future__ import annotations`
+                raise TypeError(f"{typename}: no __annotations__ in the class body (is `from __future__ "
+                                "import annotations` missing, or is this Python 3.14?)")
+            fields = ns["__annotations__"]
             defaults: list[object] = []
             for name in fields:
                 if name in ns:
@@ -44,3 +49,6 @@ else:
 
     class NamedTuple(metaclass=_NamedTupleMeta):
         """Base of a class statement that makes a named tuple (typing.NamedTuple's class syntax)."""
+
+        def __new__(cls, *args: object, **kwargs: object) -> NamedTuple:
+            raise TypeError("NamedTuple's functional form is not supported: write a class statement")

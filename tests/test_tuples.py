@@ -3,8 +3,8 @@ import cost (docs/performance.md)."""
 
 from __future__ import annotations
 
+import ast
 import pickle
-import re
 from pathlib import Path
 
 import pytest
@@ -50,9 +50,32 @@ def test_a_named_tuple_method_cannot_be_replaced():
                 pass
 
 
+def test_what_this_named_tuple_does_not_make_is_refused_not_made_wrong():
+    """typing's generic and functional forms, and a class body without __annotations__ (Python 3.14
+    without the future import), raise instead of making a different class."""
+    from typing import Generic, TypeVar
+
+    T = TypeVar("T")
+    with pytest.raises(TypeError, match="inherits from NamedTuple only"):
+        class Boxed(NamedTuple, Generic[T]):
+            item: T
+    with pytest.raises(TypeError, match="functional form"):
+        NamedTuple("F", [("a", int)])
+    with pytest.raises(TypeError, match="no __annotations__"):
+        type(NamedTuple)("Empty", (NamedTuple,), {"__module__": __name__, "__qualname__": "Empty"})
+
+
 def test_the_compiler_defines_named_tuples_through_compiler_tuples():
     """typing.NamedTuple compiles every annotation at import: about 50 us a class, 80 classes a compile."""
-    found = [f"{path.relative_to(PACKAGE)}:{n}" for path in sorted(PACKAGE.rglob("*.py")) if path.name != "tuples.py"
-             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-             if re.match(r"\s*from typing import .*\bNamedTuple\b|.*\btyping\.NamedTuple\b", line)]
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "tuples.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            imported = isinstance(node, ast.ImportFrom) and node.module == "typing" and any(
+                alias.name == "NamedTuple" for alias in node.names)
+            attribute = isinstance(node, ast.Attribute) and node.attr == "NamedTuple" and isinstance(
+                node.value, ast.Name) and node.value.id == "typing"
+            if imported or attribute:
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert not found, "use `from compiler.tuples import NamedTuple` (relative):\n" + "\n".join(found)
