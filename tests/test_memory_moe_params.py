@@ -34,9 +34,9 @@ def base():
     return compile_spec(str(REPO / "specs" / "gpt-7b.yaml"), "gpt-7b.yaml", render_files=False).spec.training
 
 
-def training_of(base, a, **model):
+def training_of(base, a, args=(), **model):
     m = extend(replace(base.model, ffn_hidden_size=None), HFModel, **hf_model_fields(a))
-    return types.SimpleNamespace(model=replace(m, **model) if model else m)
+    return types.SimpleNamespace(model=replace(m, **model) if model else m, args=list(args))
 
 
 def left_out_by_megatron(a) -> int:
@@ -79,7 +79,72 @@ def test_expert_parallelism_splits_only_the_routed_experts(base):
     ep8 = counts(t, ParallelLayout(1, 8, 8, 1, 1, 1, 8, 1, 8), a.vocab_size)
     routed = 58 * 256 * 3 * 7168 * 2048 + 1 * 256 * 3 * 7168 * 2048  # 58 MoE layers and the MTP layer
     assert one["expert"] == routed and ep8["expert"] == routed / 8
-    assert ep8["tp"] == one["tp"] and ep8["replicated"] == one["replicated"]
+    # at TP 8 the dense side is split 8 ways whatever EP is, the experts only by EP (ETP is 1)
+    tp8 = counts(t, ParallelLayout(1, 8, 8, 8, 1, 1, 1, 1, 1), a.vocab_size)
+    tp8_ep8 = counts(t, ParallelLayout(1, 8, 8, 8, 1, 1, 8, 1, 1), a.vocab_size)
+    assert tp8["tp"] == pytest.approx(one["tp"] / 8) and tp8_ep8["tp"] == tp8["tp"]
+    assert tp8["replicated"] == tp8_ep8["replicated"] == one["replicated"]
+    assert tp8["expert"] == routed and tp8_ep8["expert"] == routed / 8
+
+
+def test_the_shared_expert_gate_counts_when_training_args_turn_it_on(base):
+    """theoretical_memory_usage.py:119-123: h per MoE layer (the MTP layer's too), replicated; only
+    with shared experts (Qwen3-MoE has none)."""
+    a = derive(config("DeepSeek-V3"))
+    off = counts(training_of(base, a), ONE_GPU, a.vocab_size)
+    on = counts(training_of(base, a, args=["--moe-shared-expert-gate"]), ONE_GPU, a.vocab_size)
+    assert on["total"] - off["total"] == 7168 * (58 + 1)
+    assert on["replicated"] - off["replicated"] == 7168 * (58 + 1) and on["tp"] == off["tp"]
+    q = derive(config("Qwen3-30B-A3B"))
+    assert (counts(training_of(base, q, args=["--moe-shared-expert-gate"]), ONE_GPU, q.vocab_size)
+            == counts(training_of(base, q), ONE_GPU, q.vocab_size))
+
+
+ROUTED_LAYER = 256 * 3 * 7168 * 2048  # one DeepSeek-V3 MoE layer's routed experts
+
+
+def test_each_pipeline_stage_holds_its_own_experts_and_the_last_the_mtp_layer(base):
+    """60 layers (3 dense) over PP 4: the first stage's layers 0-14 have 12 MoE layers, the last's
+    45-59 fifteen and the MTP layer (mtp_on_this_rank: the last stage). Megatron's most loaded shard
+    puts 1/4 of all routed experts plus the MTP layer's on every stage."""
+    from compiler.megatron.param_counts import stage_counts
+
+    a = derive(dict(config("DeepSeek-V3"), num_hidden_layers=60))
+    t = training_of(base, a)
+    layout = ParallelLayout(1, 8, 8, 1, 4, 1, 2, 1, 2)
+    first, middle, last = (stage_counts(t, layout, a.vocab_size, r, None) for r in (0, 1, 3))
+    assert first[1] == 12 * ROUTED_LAYER / 2 and middle[1] == 15 * ROUTED_LAYER / 2
+    assert last[1] == (15 + 1) * ROUTED_LAYER / 2
+    assert counts(t, layout, a.vocab_size)["expert"] == (57 / 4 + 1) * ROUTED_LAYER / 2
+    # at TP = EP = 1 the stages add up to the whole model, plus the MTP layer's copy of the embedding
+    one = ParallelLayout(1, 4, 4, 1, 4, 1, 1, 1, 1)
+    held = sum(sum(stage_counts(t, one, a.vocab_size, r, None)) for r in range(4))
+    assert held == counts(t, one, a.vocab_size)["total"] + 7168 * a.vocab_size
+    # the dense side: the last stage holds the MTP layer's attention, shared expert, norms and eh_proj
+    mtp = counts(t, ONE_GPU, a.vocab_size)["total"] - counts(training_of(base, a, mtp_num_layers=None), ONE_GPU,
+                                                             a.vocab_size)["total"]
+    assert last[0] - middle[0] == pytest.approx(mtp - ROUTED_LAYER + 7168 + 2 * 7168 * a.vocab_size)
+
+
+def test_without_a_pipeline_the_one_stage_holds_megatrons_most_loaded_shard():
+    """specs/deepseek-v3.yaml (PP 1): the stage's parameters are Megatron's most loaded shard, the
+    MTP layer's attention, shared expert and norms included (before: only its routed experts)."""
+    from compiler.megatron.pretrain import padded_vocab_size, vocab_size
+    from compiler.megatron.stage_memory import stage_peaks
+
+    facts = compile_spec(str(REPO / "specs" / "deepseek-v3.yaml"), "deepseek-v3.yaml", render_files=False).facts
+    (only,) = stage_peaks(facts.training, facts.layout)
+    t, layout = facts.training, facts.layout
+    padded = padded_vocab_size(vocab_size(t), t.model.make_vocab_size_divisible_by, layout.tensor)
+    c = counts(t, layout, padded)
+    assert layout.pipeline == 1 and only.parameters == round(c["tp"] + c["replicated"] + c["expert"])
+
+
+def test_virtual_stages_hold_interleaved_layers():
+    from compiler.megatron.param_counts import stage_layers
+
+    assert stage_layers(8, 2, 2, 0) == [0, 1, 4, 5] and stage_layers(8, 2, 2, 1) == [2, 3, 6, 7]
+    assert stage_layers(6, 3, None, 2) == [4, 5]
 
 
 # --- the activation model (activations.py) for the same layouts ---

@@ -15,7 +15,7 @@ from typing import Any
 from ..tuples import NamedTuple
 from . import activations as act
 from .memory import MB, bytes_per_parameter, position_parameters, shape_of
-from .param_counts import counts as _counts
+from .param_counts import stage_counts
 from .parallel import ParallelLayout
 from .pretrain import num_microbatches, padded_vocab_size, vocab_size
 
@@ -54,25 +54,18 @@ def stage_peaks(t: Any, layout: ParallelLayout) -> list[StagePeak] | None:
     padded = padded_vocab_size(vocab, t.model.make_vocab_size_divisible_by, layout.tensor)
     micro = num_microbatches(t.batch.global_, t.batch.micro, layout.data)
     x = shape_of(t, layout, padded, micro)
-    c = _counts(t, layout, padded)
     dense_bpp = bytes_per_parameter(t.distributed_optimizer, layout.data, t.precision)
     expert_bpp = bytes_per_parameter(t.distributed_optimizer, layout.expert_data, t.precision)
-    layers = c["stage_layers_tp"] + c["stage_layers_replicated"]
     buffers = act.attention_buffer_bytes(x)
-    pp, untied = layout.pipeline, t.model.untie_embeddings
+    pp = layout.pipeline
     ranks = [("first", 0)] + ([("last", pp - 1)] if pp > 1 else [])
     out = []
     for stage, r in ranks:
         first, last = r == 0, r == pp - 1
         kept, backward = act.microbatch_profile(x, r)  # the first dense layers, the MTP layers
-        params = layers + c["expert"]
-        if first:
-            params += c["embedding_tp"]
-        if last:
-            params += c["final_norm"]
-            if pp > 1 or untied:  # the output layer (a copy of the embedding when tied and pp > 1)
-                params += c["embedding_tp"]
-        weights = (params - c["expert"]) * dense_bpp + c["expert"] * expert_bpp
+        dense, expert = stage_counts(t, layout, padded, r, x.vpp)
+        params = dense + expert
+        weights = dense * dense_bpp + expert * expert_bpp
         if first:
             weights += position_parameters(t) * dense_bpp
         held = (in_flight(x, r) - 1) * kept
