@@ -91,6 +91,22 @@ def test_the_docs_table_is_the_scripts_output():
     assert body == table.markdown(ROWS)
 
 
+def test_the_docs_say_which_rows_are_in_sample_for_which_term():
+    """The TE terms were written with these runs in view (issue 27): the docs say so, naming runs
+    that are rows of the table and terms that the activation model has."""
+    import re
+
+    from compiler.megatron import activations as act
+
+    doc = (REPO / "docs" / "memory-model.md").read_text()
+    caveat = " ".join(doc.split("These rows are **not held out**.", 1)[1].split("<!-- table:", 1)[0].split())
+    assert "written with these runs in view" in caveat
+    named = set(re.findall(r"\b(?:te-)?[a-z0-9]+(?:-[a-z0-9]+)*-top2(?:-l8)?\b|\bte-s16384-b1\b", caveat))
+    assert named >= {"te-moe8-top2", "moe8-top2", "moe4-top2-l8", "te-s16384-b1"}
+    assert named <= {r.run for r in ROWS}
+    assert "`mlp_backward`" in caveat and "mlp_backward" in act.Layer.__dataclass_fields__
+
+
 def test_checkpoint_estimate_within_a_tenth_of_a_percent_of_disk():
     rows = [r for r in ROWS if r.checkpoint_on_disk_bytes is not None]
     assert len(rows) == 6
