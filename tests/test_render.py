@@ -131,3 +131,15 @@ def test_job_json_text_is_json_dumps_with_an_indent(value):
     from compiler.render.render import to_json
 
     assert to_json(value) == json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+
+
+def test_the_bridge_provider_is_fitted_to_the_image_in_one_place():
+    """convert.sh and export.sh both fit Bridge's provider to the image (no TE: local layers; TE
+    without Apex: no gradient accumulation fusion): one template part, included by both."""
+    holding = [p.name for p in sorted(templates_dir().glob("*.j2"))
+               if "fused_weight_gradient_mlp_cuda" in p.read_text() or "def without_te" in p.read_text()]
+    assert holding == ["bridge-image.py.j2"]
+    for name in ("convert.sh", "export.sh"):
+        text = (REPO / "generated" / "qwen3-30b-a3b" / name).read_text()
+        assert text.count("def fit_to_image(provider)") == 1 and text.count("    fit_to_image(provider)\n") == 1
+        assert 'find_spec("fused_weight_gradient_mlp_cuda") is None' in text

@@ -76,6 +76,18 @@ def without_te(provider) -> None:
             setattr(provider, kernel, False)
 
 
+def fit_to_image(provider) -> None:
+    """The provider for the image the job runs in (convert.sh and export.sh share this part,
+    templates/bridge-image.py.j2): without Transformer Engine, without_te; with TE but without
+    Apex, no gradient accumulation fusion."""
+    if importlib.util.find_spec("transformer_engine") is None:
+        without_te(provider)
+    elif importlib.util.find_spec("fused_weight_gradient_mlp_cuda") is None:
+        # TE without Apex: Megatron's output layer refuses gradient accumulation fusion without Apex's
+        # kernel (tensor_parallel/layers.py:957); a training-time kernel, no weight changes
+        provider.gradient_accumulation_fusion = False
+
+
 def main() -> None:
     from megatron.bridge import AutoBridge
 
@@ -85,12 +97,7 @@ def main() -> None:
     # split over the job's GPUs (Bridge's examples/conversion/convert_checkpoints_multi_gpu.py)
     provider.tensor_model_parallel_size = tensor
     provider.expert_model_parallel_size = expert
-    if importlib.util.find_spec("transformer_engine") is None:
-        without_te(provider)
-    elif importlib.util.find_spec("fused_weight_gradient_mlp_cuda") is None:
-        # TE without Apex: Megatron's output layer refuses gradient accumulation fusion without Apex's
-        # kernel (tensor_parallel/layers.py:957); a training-time kernel, no weight changes
-        provider.gradient_accumulation_fusion = False
+    fit_to_image(provider)
     provider.finalize()
     model = provider.provide_distributed_model(wrap_with_ddp=False, use_cpu_initialization=True)
     kwargs = getattr(bridge._model_bridge, "get_hf_tokenizer_kwargs", lambda: {})() or {}

@@ -55,6 +55,18 @@ def without_te(provider) -> None:
             setattr(provider, kernel, False)
 
 
+def fit_to_image(provider) -> None:
+    """The provider for the image the job runs in (convert.sh and export.sh share this part,
+    templates/bridge-image.py.j2): without Transformer Engine, without_te; with TE but without
+    Apex, no gradient accumulation fusion."""
+    if importlib.util.find_spec("transformer_engine") is None:
+        without_te(provider)
+    elif importlib.util.find_spec("fused_weight_gradient_mlp_cuda") is None:
+        # TE without Apex: Megatron's output layer refuses gradient accumulation fusion without Apex's
+        # kernel (tensor_parallel/layers.py:957); a training-time kernel, no weight changes
+        provider.gradient_accumulation_fusion = False
+
+
 # Keys Bridge v0.5.1 writes as constants rather than the model's values (qwen3_moe_bridge.py:46-47
 # megatron_to_hf_config: norm_topk_prob false, decoder_sparse_step 1): the export keeps the source's.
 KEPT_KEYS = ("norm_topk_prob", "decoder_sparse_step")
@@ -86,12 +98,7 @@ def main() -> None:
         torch.cuda.get_rng_state = torch.get_rng_state
     bridge = AutoBridge.from_hf_pretrained(hf_dir)
     provider = bridge.to_megatron_provider(load_weights=False)
-    if importlib.util.find_spec("transformer_engine") is None:
-        without_te(provider)
-    elif importlib.util.find_spec("fused_weight_gradient_mlp_cuda") is None:
-        # TE without Apex: Megatron's output layer refuses gradient accumulation fusion without Apex's
-        # kernel (tensor_parallel/layers.py:957); a training-time kernel, no weight changes
-        provider.gradient_accumulation_fusion = False
+    fit_to_image(provider)
     provider.perform_initialization = False
     provider.finalize()
     with temporary_distributed_context(backend="gloo"):
