@@ -4,8 +4,9 @@ pipeline stage holds of each (stage_memory.py)."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
+from ..tuples import NamedTuple
 from .flops import flops_args
 from .parallel import ParallelLayout as Layout
 
