@@ -337,3 +337,38 @@ def test_expert_gemm_host_cost_is_the_profiles() -> None:
     from compiler.megatron.layer_time import EXPERT_GEMM_HOST_S
     assert len(mm) == 231  # 4 layers x (QKV, projection, router, 8 experts x 2 linears) x 3 GEMMs + the output layer's 3
     assert sum(means) / len(means) == pytest.approx(EXPERT_GEMM_HOST_S, rel=0.01)
+
+
+def test_the_compiled_spec_is_priced_with_the_kernels_its_launch_passes() -> None:
+    """parallel_of reads the fused cross entropy, grouped experts and the NaN check as the launch has
+    them (performance.py), as tools/validate_timing.py reads them from a run's arguments: the model the
+    leave-one-out checks is the one a compile runs."""
+    from compiler.megatron.timing import parallel_of
+    from compiler.one_pass import compile_spec
+    from compiler.schema.record import replace
+
+    def par(name: str) -> Parallel:
+        result = compile_spec(str(REPO / "specs" / name), f"specs/{name}", render_files=False)
+        spec, facts = result.spec, result.facts
+        assert spec is not None and facts is not None and facts.layout is not None
+        # the training section as the facts read it (init_from's derived model filled in)
+        return parallel_of(replace(spec, training=facts.training), facts.layout)
+
+    gpt = par("gpt-7b.yaml")  # --cross-entropy-loss-fusion in its launch.sh, bf16, dense
+    assert gpt.cross_entropy_fusion and gpt.nan_check and not gpt.grouped_gemm
+    moe = par("qwen3-30b-a3b.yaml")  # init_from MoE on TE: Bridge's --moe-grouped-gemm in its launch.sh
+    assert moe.grouped_gemm
+    assert "--moe-grouped-gemm" in (REPO / "generated" / "qwen3-30b-a3b" / "launch.sh").read_text()
+
+
+def test_the_nan_check_follows_megatrons_rules() -> None:
+    from types import SimpleNamespace
+
+    from compiler.megatron.performance import nan_check
+
+    def t(precision: str, *args: str) -> SimpleNamespace:
+        return SimpleNamespace(precision=precision, args=list(args))
+
+    assert nan_check(t("bf16")) and nan_check(t("fp16", "--loss-scale", "1024"))
+    assert not nan_check(t("fp16"))  # dynamic loss scaling (arguments.py:1163-1170)
+    assert not nan_check(t("bf16", "--no-check-for-nan-in-loss-and-grad"))

@@ -16,7 +16,7 @@ from ..schema.records import Parallelism, Resources, Training
 from .data import Prefix
 from .fp8 import recipe_of
 from .parallel import data_parallel_size, world_size
-from .performance import FLAGS as PERFORMANCE_FLAGS, launch_flags, resolve
+from .performance import FLAGS as PERFORMANCE_FLAGS, bridge_te_kernels, launch_flags, resolve
 from .runfiles import RUN_CHECKPOINT_DIR, TENSORBOARD_DIR
 
 if TYPE_CHECKING:  # the architecture tables load for init_from specs only
@@ -318,9 +318,8 @@ def flags(spec: SpecView) -> list[Flag]:
         if hf is not None and _hf_replaces(entry):
             if entry.flag == "--num-layers":
                 out.extend(_words_to_flags(hf.flags))
-                model = spec.training.model
-                assert model is not None  # a complete pretrain spec (check/facts.py)
-                if model.transformer_impl == "transformer_engine" and spec.training.fused_kernels:
+                assert spec.training.model is not None  # a complete pretrain spec (check/facts.py)
+                if bridge_te_kernels(spec.training):
                     out.extend(Flag(f) for f in hf.te_flags)  # Bridge's MoE kernel choices, TE only
             elif entry.flag == "--tokenizer-type":
                 from .huggingface import tokenizer_flags as hf_tokenizer_flags  # deferred: init_from specs only

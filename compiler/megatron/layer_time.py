@@ -1,7 +1,8 @@
 """GPU and host time of one micro batch on one pipeline stage, from measured kernel rates (rates.py).
 
 Every term is counted from the source at the pinned commit (571370c8) and priced with a rate the
-micro-benchmark measured on its own; nothing is fitted here:
+micro-benchmark measured on its own; the one exception is fused attention (Transformer Engine), whose
+share of the GEMM rate and cost per score timing.py passes in, fitted on the TE runs:
 
 - GEMMs: each Linear of the layer (QKV, projection, FC1, FC2; the experts', the router's, the output
   layer's) as three GEMMs (forward, data gradient, weight gradient) at the shapes it issues on this

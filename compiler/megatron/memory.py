@@ -178,7 +178,7 @@ def shape_of(t: Any, layout: Layout, padded_vocab: int, microbatches: int) -> ac
         shared_ffn=a.moe_shared_expert_intermediate_size or 0, mla=mla if a.multi_latent_attention else None,
         mtp_layers=a.mtp_num_layers or 0,
         ce_fusion=performance.resolve(t, layout.data).cross_entropy_fusion,
-        grouped_gemm="--moe-grouped-gemm" in t.args and m.num_experts is not None,
+        grouped_gemm=performance.grouped_gemm(t),
         attention_mask="--no-create-attention-mask-in-dataloader" not in t.args,
     )
 

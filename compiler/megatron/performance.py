@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ..tuples import NamedTuple
+from .hf.model import HFModel
 
 
 class Options(NamedTuple):
@@ -79,6 +80,32 @@ def resolve(t: Any, data_parallel: int) -> Options:
     reasons = (("overlap_grad_reduce", grad_why), ("overlap_param_gather", param_why),
                ("cross_entropy_fusion", ce_why), ("manual_gc", gc_why), ("tp_comm_overlap", tp_why))
     return Options(grad, param, ce, gc, p.manual_gc_interval, p.tp_comm_overlap, reasons)
+
+
+def bridge_te_kernels(t: Any) -> bool:
+    """Whether an init_from MoE model gets Bridge's kernel choices (hf/moe.py te_flags: grouped experts,
+    fused permutation): only when it trains with Transformer Engine and fused kernels."""
+    return t.model.transformer_impl == "transformer_engine" and bool(t.fused_kernels)
+
+
+def grouped_gemm(t: Any) -> bool:
+    """--moe-grouped-gemm as the launch passes it: in training.args, or Bridge's choice for an init_from
+    MoE model (flags.py adds it); what the memory and step-time models price."""
+    m = t.model
+    if m.num_experts is None:
+        return False
+    return "--moe-grouped-gemm" in t.args or (isinstance(m, HFModel) and bridge_te_kernels(t))
+
+
+def nan_check(t: Any) -> bool:
+    """Megatron's check for NaN in the loss and gradients (a host sync in the loss function): on by
+    default; off with --no-check-for-nan-in-loss-and-grad (arguments.py:2526) and with fp16's dynamic
+    loss scaling, that is without --loss-scale (arguments.py:1163-1170)."""
+    args = list(t.args)
+    if "--no-check-for-nan-in-loss-and-grad" in args:
+        return False
+    static_scale = any(a == "--loss-scale" or a.startswith("--loss-scale=") for a in args)
+    return not (t.precision == "fp16" and not static_scale)
 
 
 def launch_flags(options: Options) -> Iterator[tuple[str, tuple[str, ...]]]:

@@ -33,7 +33,7 @@ from .gpus import GPUS, Gpu, gpu_named, gpu_of_flavor
 from .layer_time import LAUNCHES_PER_LAYER, Model, StageWork, _recomputed_fraction, stage_work
 from .memory import Estimate, estimate
 from .parallel import ParallelLayout, parallel_layout, world_size
-from .performance import resolve
+from .performance import grouped_gemm, nan_check, resolve
 from .pretrain import num_microbatches, padded_vocab_size, train_iterations, virtual_pipeline_size, vocab_size
 from .schedule import bubble_fraction
 
@@ -354,7 +354,8 @@ def parallel_of(spec: SpecView | JobSpec, layout: ParallelLayout) -> Parallel:
         recompute_method=None if rec is None else rec.method,
         recompute_num_layers=None if rec is None else rec.num_layers,
         overlap_grad_reduce=options.overlap_grad_reduce, overlap_param_gather=options.overlap_param_gather,
-        tp_comm_overlap=options.tp_comm_overlap,
+        tp_comm_overlap=options.tp_comm_overlap, cross_entropy_fusion=options.cross_entropy_fusion,
+        grouped_gemm=grouped_gemm(t), nan_check=nan_check(t),
         rdma=res.rdma, local_attention=local, fused_kernels=t.fused_kernels,
         precision=t.precision, stack="local" if local else "te",
         model=Model(bias=not m.disable_bias_linear, rope=m.position_embedding == "rope",
