@@ -50,7 +50,7 @@ def test_fit_recovers_latency_and_bandwidth() -> None:
 
 
 def test_gloo_run_reports_every_collective(tmp_path: Path) -> None:
-    pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0, the CPU build)")
+    pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu)")
     out = tmp_path / "comm.jsonl"
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29631",

@@ -10,7 +10,7 @@ import pytest
 
 from helpers import REPO
 
-pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0, the CPU build)")
+pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu)")
 sys.path.insert(0, str(REPO / "tools"))
 import failed_runs_cpu  # noqa: E402
 

@@ -58,7 +58,7 @@ def _submit_wait(cluster: SlurmCluster, script: Path, env: dict[str, str]) -> tu
 
 
 def _write_job(tmp_path: Path) -> Path:
-    pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0, the CPU build)")
+    pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu)")
     train = tmp_path / "all_reduce.py"
     train.write_text(ALL_REDUCE)
     script = tmp_path / "job.sh"

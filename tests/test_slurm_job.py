@@ -75,7 +75,7 @@ def _free_port() -> int:
 
 def _stage(tmp_path: Path) -> tuple[Path, dict[str, str], Path]:
     """job.sbatch with its storage and Megatron paths under tmp_path, plus the job's environment."""
-    pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0, the CPU build)")
+    pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu)")
     spec = _spec()
     mount, root = spec["storage"]["mount_path"], spec["megatron"]["root"]
     tmp_path.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ import pytest
 from compiler.one_pass import compile_spec
 from helpers import GLOO_ALL_REDUCE, write_exe
 
-pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0, the CPU build)")
+pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu)")
 
 TRAIN = GLOO_ALL_REDUCE + '''dist.barrier()
 dist.destroy_process_group()
