@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
+import sys
 import stat
 import subprocess
 import textwrap
@@ -17,6 +19,18 @@ from compiler.check.validate import check
 REPO = Path(__file__).resolve().parent.parent
 SPECS = REPO / "specs"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def load_tool(name: str):
+    """tools/NAME.py as a module (tools/ is no package; its scripts import each other by name)."""
+    if str(REPO / "tools") not in sys.path:
+        sys.path.insert(0, str(REPO / "tools"))
+    spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 # The start of every stand-in training script run under torchrun (Slurm, the engine targets, the
 # launcher): a gloo process group and one all-reduce whose sum shows every rank took part. Each test

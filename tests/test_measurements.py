@@ -3,13 +3,13 @@ Transformer Engine, tests/fixtures/te-h200/measurements."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from helpers import load_tool
 
 REPO = Path(__file__).resolve().parent.parent
 MEASUREMENTS = REPO / "tests" / "fixtures" / "measurements"
@@ -18,12 +18,7 @@ TE = REPO / "tests" / "fixtures" / "te-h200" / "measurements"
 
 def _load_tool():
     """tools/measurements.py as a module (tools/ is no package)."""
-    spec = importlib.util.spec_from_file_location("measurements", REPO / "tools" / "measurements.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["measurements"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("measurements")
 
 
 m = _load_tool()

@@ -3,27 +3,20 @@ each peak term's exact figure, the measured runs within 10 %, the doc's table, a
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 
 import pytest
 
 from compiler.load.compose import Override
 from compiler.one_pass import compile_spec
-from helpers import FIXTURES, REPO, compile_text, resolved_text
+from helpers import FIXTURES, REPO, compile_text, load_tool, resolved_text
 
 MB = 1024 * 1024
 
 
 def _tool(name):
     """tools/NAME.py as a module (tools/ is no package)."""
-    sys.path.insert(0, str(REPO / "tools"))
-    spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_tool(name)
 
 
 table = _tool("memory_table")

@@ -5,14 +5,13 @@ own loss on the same weights, and the exported config.json against the committed
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
 
 import pytest
 
-from helpers import REPO
+from helpers import REPO, load_tool
 
 MOE = REPO / "tests" / "fixtures" / "moe-device"
 MLA = REPO / "tests" / "fixtures" / "mla-device"
@@ -20,11 +19,7 @@ LOSS = re.compile(r" iteration +(\d+)/ *\d+ \|.*?lm loss: ([^ ]+) \|")
 
 
 def _compare():
-    spec = importlib.util.spec_from_file_location("stop_resume_compare", REPO / "tools" / "stop_resume_compare.py")
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("stop_resume_compare")
 
 
 def losses(root) -> dict[int, float]:

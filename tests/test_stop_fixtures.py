@@ -3,7 +3,6 @@ runs' losses equal the uninterrupted run's, and today's verify.sh and doctor rea
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import shutil
 import subprocess
@@ -11,18 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, compile_text
+from helpers import REPO, compile_text, load_tool
 
 FIXTURE = REPO / "tests" / "fixtures" / "h200-stop-resume"
 SPEC = REPO / "tests" / "e2e" / "stop-resume.yaml"
 
 
 def _compare_module():
-    spec = importlib.util.spec_from_file_location("stop_resume_compare", REPO / "tools" / "stop_resume_compare.py")
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("stop_resume_compare")
 
 
 @pytest.mark.parametrize("root, loaded", [("stop-resume", 83), ("stop-damaged", 50)])

@@ -16,6 +16,7 @@ from compiler.megatron.flops import FlopsArgs, flops_split, num_floating_point_o
 from compiler.megatron import comm_time, rates
 from compiler.megatron.layer_time import Model, stage_work
 from compiler.megatron.timing import Parallel, spec_step_time, step_time, training_time
+from helpers import load_tool
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
@@ -249,13 +250,7 @@ def test_total_is_the_sum_of_exposed_terms() -> None:
 # --- the validation: tools/validate_timing.py's leave-one-out, held at its committed worst fold
 
 def _tool(name: str) -> object:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[name] = module
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    return load_tool(name)
 
 
 VALIDATION = _tool("validate_timing").validate()  # type: ignore[attr-defined]

@@ -5,7 +5,6 @@ tools/megatron_validate_args.py); the cases below are the ones real H200 runs cr
 layouts NVIDIA runs that Megatron accepts.
 """
 
-import importlib.util
 import os
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 
 from compiler.megatron.pretrain import PipelineSplit, pipeline_split_refusal
 from compiler.megatron.validate import DATA_FILE, arg_values, refusals, validate_meta
-from helpers import REPO, diagnostics_for, resolved_text
+from helpers import diagnostics_for, load_tool, resolved_text
 
 MEGATRON = Path(os.environ.get("MEGATRON_LM_DIR", "/work/ext/megatron-lm"))
 
@@ -94,10 +93,7 @@ def test_the_data_names_the_pinned_commit_and_source():
     "megatron/core/transformer/transformer_config.py", "megatron/core/model_parallel_config.py")),
     reason="needs a Megatron-LM checkout at the pinned commit (MEGATRON_LM_DIR, default /work/ext/megatron-lm)")
 def test_the_data_file_is_fresh():
-    spec = importlib.util.spec_from_file_location("mva", REPO / "tools" / "megatron_validate_args.py")
-    assert spec is not None and spec.loader is not None
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_tool("megatron_validate_args")
     assert tool.render(tool.extract(MEGATRON)) == DATA_FILE.read_text(), \
         "run tools/megatron_validate_args.py to regenerate compiler/megatron/data/megatron_validate.json"
 
