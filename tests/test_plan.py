@@ -40,3 +40,12 @@ def test_every_job_document_embeds_its_rendered_script():
         for artifact in step.artifacts:
             if artifact.embeds is not None and artifact.file.endswith(".json"):
                 assert json.loads(result.files[artifact.file])["launch_command"] == result.files[artifact.embeds]
+
+
+def test_a_term_that_costs_nothing_is_not_called_unmeasured():
+    """plan.md marks an estimated communication term "[not measured]", but not a term that is zero
+    because the layout has none of it (gpt-7b has no context parallelism)."""
+    plan = (REPO / "generated" / "gpt-7b" / "plan.md").read_text()
+    rows = {line.split("|")[1].strip(): line for line in plan.splitlines() if line.startswith("| ")}
+    assert "0.0 ms: no context parallelism" in rows["cp"]
+    assert "[not measured]" in rows["tp"]

@@ -181,7 +181,8 @@ def time_section(pretrain: PretrainPlan | None) -> tuple[ReportSection, ...]:
         rows.append(("cost", cost_text(pretrain)))
     for term in step.terms:
         state = "" if term.exposed else " (overlapped, not added)"
-        label = "" if term.measured else " [not measured]"
+        # a term that costs nothing (no context parallelism, no pipeline) has nothing to measure
+        label = "" if term.measured or not term.seconds else " [not measured]"
         rows.append((term.name, f"{term.seconds * 1e3:,.1f} ms{state}{label}: {term.note}"))
     rows.append(("calibration", f"{step.utilisation_source}; constants and sources in docs/performance-model.md"))
     return (ReportSection("Time (estimate)", tuple(rows)),) + stage_section(pretrain)
