@@ -155,7 +155,7 @@ def test_refusals_name_the_field_and_why(name, change, reason):
 
 @pytest.mark.parametrize(("arch", "reason"), [
     ("MixtralForCausalLM", "no Mixtral bridge"), ("Gemma2ForCausalLM", "soft-capping"),
-    ("Gemma3ForCausalLM", "sliding-window"), ("GptOssForCausalLM", "--enable-gpt-oss"),
+    ("Gemma3ForCausalLM", "five of every six layers"), ("GptOssForCausalLM", "--enable-gpt-oss"),
     ("FalconForCausalLM", "not supported"),
 ])
 def test_refused_families_say_why(arch, reason):

@@ -26,7 +26,7 @@ MAX_INT_DIGITS = 18  # beyond int64 a config value is not a size or a count
 _L, _H, _F, _N = limits.MAX_LAYERS, limits.MAX_HIDDEN, limits.MAX_FFN, limits.MAX_HEADS
 BOUNDS: dict[str, tuple[float, float]] = {
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers"), (1, _L)),
-    "first_k_dense_replace": (0, _L),
+    **dict.fromkeys(("first_k_dense_replace", "num_nextn_predict_layers"), (0, _L)),
     **dict.fromkeys(("hidden_size", "n_embd", "d_model", "kv_lora_rank", "q_lora_rank"), (1, _H)),
     **dict.fromkeys(("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size", "n_inner"),
                     (1, _F)),

@@ -29,11 +29,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..load.limits import MAX_LAYERS
 from ..tuples import NamedTuple
 from .hf.common import HFConfigError, UnsupportedArchitecture, boolean, number, pos_int, rope, rope_kind, rotary_base
 from .hf.common import num as _num
 from .hf.families import (MLA_FAMILIES, MOE_FAMILIES, REFUSED_ARCHITECTURES, SUPPORTED_ARCHITECTURES,
-                          supported_list)
+                          supported_list, unsupported_reason)
+from .hf.layers import biases, head_dim, untied, window
 from .hf.mla import MLA, derive_mla, mla_flags
 from .hf.moe import MoE, derive_moe, moe_flags, te_flags
 
@@ -48,11 +50,6 @@ _MEGATRON_LLAMA3_FIXED = {"low_freq_factor": 1.0, "high_freq_factor": 4.0,
 
 # The only Llama-3 factor pretrain_gpt.py honours (see _rope_scaling_factor).
 PRETRAIN_GPT_ROPE_SCALING_FACTOR = 8.0
-
-# Each class's tie_word_embeddings default when config.json omits the key (transformers'
-# LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, Qwen3MoeConfig, DeepseekV2/V3Config and
-# Glm4MoeConfig all default to untied).
-_TIE_DEFAULT = False
 
 # rms_norm_eps when config.json omits it: the transformers 5.8.1 class defaults
 _EPS_DEFAULT = {"llama": 1e-6, "mistral": 1e-6, "qwen2": 1e-6, "qwen3": 1e-6, "qwen3_moe": 1e-6,
@@ -133,8 +130,8 @@ def _architecture(config: Mapping[str, Any]) -> tuple[str, str]:
             f"supported: {supported_list()}")
     if archs[0] not in SUPPORTED_ARCHITECTURES:
         raise UnsupportedArchitecture(
-            f"config.json architectures {archs[0]!r} is not supported by this Bridge v0.5.1 "
-            f"mapping; supported: {supported_list()}")
+            f"config.json architectures {archs[0]!r} is not supported: {unsupported_reason(archs[0])}; "
+            f"supported: {supported_list()}")
     return archs[0], SUPPORTED_ARCHITECTURES[archs[0]]
 
 
@@ -168,56 +165,6 @@ def _rope_scaling_factor(family: str, scaling: dict[str, Any] | None) -> float |
             "Megatron-LM ignores --rope-scaling-factor and always uses 8.0 (gpt_builders.py:94, "
             "gpt_model.py:107); training would silently use the wrong RoPE")
     return factor
-
-
-def _biases(config: Mapping[str, Any], family: str) -> tuple[bool, bool]:
-    """(add_qkv_bias, qk_layernorm); refuses biases Megatron's flags cannot place."""
-    if boolean(config, "mlp_bias", False):
-        raise HFConfigError("config.json mlp_bias = true: these bridges map models without "
-                            "linear biases (--disable-bias-linear); refused")
-    if family in ("llama", "mistral", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3") and \
-            boolean(config, "attention_bias", False):
-        # HF puts that bias on q, k, v AND o_proj; --add-qkv-bias covers q, k, v only, and the
-        # qwen3 bridges force add_qkv_bias = False.
-        raise HFConfigError(f"config.json attention_bias = true for {family}: the o_proj bias has "
-                            "no Megatron-LM flag (--add-qkv-bias covers q, k, v); refused")
-    if family == "glm4_moe":
-        # GLM-4.5: q/k/v biases only (o_proj has none); CONFIG_MAPPING attention_bias -> add_qkv_bias,
-        # use_qk_norm -> qk_layernorm (model_bridge.py:430-432)
-        return boolean(config, "attention_bias", False), boolean(config, "use_qk_norm", False)
-    # Qwen2 always has q/k/v biases (qwen2_bridge.py: add_qkv_bias = True, QKV bias mapping);
-    # qwen3_bridge.py, qwen3_moe_bridge.py:57 and the DeepSeek bridges set qk_layernorm = True
-    return family == "qwen2", family in ("qwen3", "qwen3_moe") or family in MLA_FAMILIES
-
-
-def _window(config: Mapping[str, Any], family: str) -> tuple[int, int] | None:
-    """Mistral's sliding window as Bridge sets it; Qwen's enabled window is refused."""
-    if family in ("qwen2", "qwen3", "qwen3_moe"):
-        if boolean(config, "use_sliding_window", False):
-            raise HFConfigError("config.json use_sliding_window = true: Qwen's per-layer sliding "
-                                "window (max_window_layers) has no Megatron-LM flag; refused")
-        return None
-    if family == "mistral" and config.get("sliding_window") is not None:
-        # mistral/mistral_bridge.py provider_bridge: window_size = [sliding_window - 1, 0]
-        return (pos_int(config, "sliding_window") - 1, 0)
-    return None
-
-
-def _head_dim(config: Mapping[str, Any], family: str, hidden: int, heads: int) -> int:
-    """kv_channels: CONFIG_MAPPING head_dim -> kv_channels (model_bridge.py:419), else hidden / heads.
-    transformers' Qwen3Config defaults head_dim to 128 (Bridge reads the config object, so it sees
-    that default); Qwen3-MoE and GLM-4.5 fall back to hidden / heads; the DeepSeek classes set head_dim
-    to qk_rope_head_dim."""
-    if config.get("head_dim") is not None:
-        return pos_int(config, "head_dim")
-    if family == "qwen3":
-        return 128
-    if family in MLA_FAMILIES:
-        return pos_int(config, "qk_rope_head_dim", 64)
-    if hidden % heads:
-        raise HFConfigError(f"config.json gives no head_dim and hidden_size {hidden} is not a multiple of "
-                            f"num_attention_heads {heads}")
-    return hidden // heads
 
 
 def _flags(a: dict[str, Any]) -> tuple[str, ...]:
@@ -278,14 +225,14 @@ def derive(config: Mapping[str, Any], *, tensor_parallel: int = 1) -> HFArchitec
         raise HFConfigError(f"config.json hidden_act {act!r}: only silu maps to --swiglu")
     heads = pos_int(config, "num_attention_heads")
     hidden = pos_int(config, "hidden_size")
-    layers = pos_int(config, "num_hidden_layers")
+    layers = pos_int(config, "num_hidden_layers", high=MAX_LAYERS)
     groups = pos_int(config, "num_key_value_heads", heads)  # older Llama configs omit it
     if heads % groups:
         raise HFConfigError(f"config.json num_key_value_heads {groups} must divide "
                             f"num_attention_heads {heads}")
-    head_dim = _head_dim(config, family, hidden, heads)
+    kv_channels = head_dim(config, family, hidden, heads)
     theta, scaling = rope(config)
-    qkv_bias, qk_norm = _biases(config, family)
+    qkv_bias, qk_norm = biases(config, family)
     vocab = pos_int(config, "vocab_size")
     if vocab % tensor_parallel:
         raise HFConfigError(f"config.json vocab_size {vocab} is not divisible by tensor parallel "
@@ -307,13 +254,13 @@ def derive(config: Mapping[str, Any], *, tensor_parallel: int = 1) -> HFArchitec
         "architecture": arch, "family": family,
         "num_layers": layers, "hidden_size": hidden,
         "ffn_hidden_size": ffn, "num_attention_heads": heads,
-        "num_query_groups": heads if mla is not None else groups, "kv_channels": head_dim, "vocab_size": vocab,
+        "num_query_groups": heads if mla is not None else groups, "kv_channels": kv_channels, "vocab_size": vocab,
         "max_position_embeddings": pos_int(config, "max_position_embeddings"),
         "rotary_base": rotary_base(theta), "rotary_percent": rotary_percent,
         "rope_scaling_factor": _rope_scaling_factor(family, scaling),
         "norm_epsilon": eps, "add_qkv_bias": qkv_bias, "qk_layernorm": qk_norm,
-        "untie_embeddings": not boolean(config, "tie_word_embeddings", _TIE_DEFAULT),
-        "window_size": _window(config, family),
+        "untie_embeddings": untied(config, family),
+        "window_size": window(config, family),
         "attention_dropout": number(config, "attention_dropout", 0.0, low=0.0, high=1.0),
         "moe": moe, "mla": mla,
     }

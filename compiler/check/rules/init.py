@@ -33,7 +33,10 @@ def check_init_from(ctx: RuleContext) -> Iterator[Diagnostic]:
         return
     if facts.hf_error is not None:
         yield ctx.locate("init-from-config", f"init_from.huggingface.config: {facts.hf_error}",
-                         HERE + ("huggingface", "config"))
+                         HERE + ("huggingface", "config"),
+                         hint="commit the model's config.json as published; a model this refusal names cannot "
+                              "continue from its Hugging Face weights through Bridge v0.5.1 and pretrain_gpt.py "
+                              "(docs/bridge.md lists the families that can)")
     model = ctx.sections["training"].model
     if facts.hf is not None and facts.hf.family in NEEDS_TE and model is not None and model.transformer_impl == "local":
         yield ctx.locate("init-from-config", f"init_from.huggingface.config: {facts.hf.architecture}: "

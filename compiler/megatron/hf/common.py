@@ -23,14 +23,18 @@ def present(config: Mapping[str, Any], key: str) -> bool:
     return config.get(key) is not None
 
 
-def pos_int(config: Mapping[str, Any], key: str, default: Any = _MISSING, *, zero: bool = False) -> int:
-    """A positive (or, with zero, non-negative) integer field; default when absent or null."""
+def pos_int(config: Mapping[str, Any], key: str, default: Any = _MISSING, *, zero: bool = False,
+            high: int | None = None) -> int:
+    """A positive (or, with zero, non-negative) integer field, at most high; default when absent or null."""
     v = config.get(key)
     if v is None and default is not _MISSING and default is not None:
         return int(default)
     if isinstance(v, bool) or not isinstance(v, int) or v < (0 if zero else 1):
         kind = "a non-negative" if zero else "a positive"
         raise HFConfigError(f"config.json {key} must be {kind} integer, got {v!r}")
+    if high is not None and v > high:
+        raise HFConfigError(f"config.json {key} = {v} exceeds {high}, more than any model has (every layer is "
+                            "built and counted one by one)")
     return v
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ...load.limits import MAX_LAYERS
 from ...tuples import NamedTuple
 from .common import HFConfigError, boolean, num, number, pos_int, text
 
@@ -87,7 +88,7 @@ def _check_groups(config: Mapping[str, Any], family: str, experts: int, topk: in
 
 
 def _mtp(config: Mapping[str, Any]) -> int | None:
-    layers = pos_int(config, "num_nextn_predict_layers", 0, zero=True)
+    layers = pos_int(config, "num_nextn_predict_layers", 0, zero=True, high=MAX_LAYERS)
     return layers or None
 
 
