@@ -13,7 +13,7 @@ import pytest
 
 from compiler.megatron.gpus import GPUS, LINK_EFFICIENCY, gpu_named, gpu_of_flavor, worker_network
 from compiler.megatron.flops import FlopsArgs, flops_split, num_floating_point_operations
-from compiler.megatron import comm_time, rates
+from compiler.megatron import rates
 from compiler.megatron.layer_time import Model, stage_work
 from compiler.megatron.timing import Parallel, spec_step_time, step_time, training_time
 from helpers import load_tool
@@ -145,12 +145,6 @@ def test_bubble_1f1b_and_interleaved() -> None:
     per_mb = sum(s.microbatch_s for s in plain.stages) / len(plain.stages)
     assert plain.term("bubble").seconds == pytest.approx(3 * per_mb)
     assert inter.term("bubble").seconds == pytest.approx(plain.term("bubble").seconds / 2, rel=1e-6)
-
-
-def test_ring_latency_plus_bytes() -> None:
-    assert comm_time.ring(1, 1e9, 100, 1e-5, True) == 0
-    assert comm_time.ring(8, 1e9, 100, 1e-5, True) == pytest.approx(1e-5 + 2 * 7 / 8 * 1e9 / (100e9 * 0.8))
-    assert comm_time.ring(8, 1e9, 100, 1e-5, False) == pytest.approx(1e-5 + 7 / 8 * 1e9 / (100e9 * 0.8))
 
 
 def test_tp_terms_and_their_overlap() -> None:

@@ -19,6 +19,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools"))
 
 from compiler.megatron import rates, timing  # noqa: E402
+import published_doc  # noqa: E402
 
 MODULE = REPO / "compiler" / "megatron" / "timing.py"
 DOC = REPO / "docs" / "performance-model.md"
@@ -104,7 +105,6 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
     own = [r for r in result["rows"] if not r["contended"]]
     t = rates.table()
     big = max(t["copy"], key=lambda r: r["bytes"])
-    f = published["factors"]
     lines = [
         "# Performance model: time per iteration before a GPU is spent",
         "",
@@ -158,13 +158,7 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "the parameter copy (14 bytes a parameter) | "
         "measured step time by size; HBM rate |",
         "| pipeline | m x the slowest stage + (pp-1)/v x the mean stage (1F1B, interleaved) | the schedule |",
-        "| communication | latency + bytes / bandwidth per link class: tp (4 all-reduces a layer, 6 with full "
-        "recompute), cp (3(cp-1) K/V exchanges, hidden behind attention but their latency), dp (reduce-scatter "
-        "or all-reduce of the gradients over dp x cp; all-gather of bf16 params with the distributed "
-        "optimizer; with --overlap-grad-reduce / --overlap-param-gather only the last bucket or what the "
-        "last micro batch cannot hide stays), pp (2 m v sends), ep (4 all-to-alls a MoE layer) | datasheet "
-        "bandwidth x 0.8; latencies assumed (15 us NVLink, 30 us RDMA, 100 us TCP); across workers the "
-        "bus bandwidth is k NICs over 2 for k group members a worker; checked on the published runs |",
+        published_doc.COMMUNICATION_ROW,
         "| other GPUs | the H200's measured times scaled by the datasheet dense peak (GEMMs, attention) and HBM "
         "bandwidth (passes) of gpus.py's one table | datasheets |",
         "",
@@ -220,33 +214,9 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
                 else PROFILED_CONFIGURATION.get(r["name"], ""))
         lines.append(f"| {r['name']} | `{r['source']}` | {r['measured_ms']:.1f} | {r['loo_ms']:.1f} | "
                      f"{_pct(r['error'])} | {note} |")
-    rho = published["spearman"]
-    weak = published["weak_scaling_pp"]
     lines += [
         "",
-        "## Published multi-GPU runs (tests/fixtures/published/disclosed.csv)",
-        "",
-        "tools/published_check.py: each row's model, layout, batch, GPU and precision through the same model. The",
-        "stacks differ from the H200 runs, so each stack (Transformer Engine; Megatron-DeepSpeed fp16) gets one",
-        "factor on its GPU time, one host cost per micro batch and one intra-worker latency, and FP8 one factor on",
-        "the GEMMs, all fitted on that stack's rows; every row's error below is leave-one-row-out. The host cost is",
-        "one figure per micro batch and one per layer pass on the critical path (the host work grows with the layers a",
-        "stage runs; Megatron-DeepSpeed's with full recompute is most of its small models' step), each kept >= 0. The",
-        "H200's host figures are the lent machine's CPU and TE build: the published systems get their own here.",
-        "",
-        f"- factors on all rows: Transformer Engine {f['te']:.3f} (host {f['te-host'] * 1e3:.2f} ms a micro batch and "
-        f"{f['te-layer-host'] * 1e3:.2f} ms a layer pass, latency {published_check_latency(f['te-latency']):.0f} us), "
-        f"Megatron-DeepSpeed {f['deepspeed']:.3f} (host {f['deepspeed-host'] * 1e3:.2f} ms and "
-        f"{f['deepspeed-layer-host'] * 1e3:.2f} ms, latency {published_check_latency(f['deepspeed-latency']):.0f} us), "
-        f"FP8 GEMMs {f.get('fp8-gemm', 1):.2f} of bf16's time",
-        f"- rows accepted: {published['total'] - len(published['refused'])} of {published['total']}",
-        f"- median |error| **{published['median'] * 100:.1f} %** (acceptance 10 %), max **{published['max'] * 100:.1f} %**"
-        f" (acceptance 25 %); {sum(abs(o['error']) <= 0.25 for o in published['rows'])} rows within 25 %",
-        f"- Spearman within each sweep of 4 or more layouts (acceptance 0.85): "
-        + ", ".join(f"{k} {v:.2f}" for k, v in sorted(rho.items())),
-        f"- weak scaling, largest gap in efficiency (acceptance 3 pp): "
-        + ", ".join(f"{k} {v * 100:.1f}" for k, v in sorted(weak.items())),
-        "",
+        *published_doc.section(published),
         "## Memory per pipeline stage (--fake-process-group)",
         "",
         "tests/fixtures/fakepg: ten layouts of 4 to 16 GPUs, each run on one H200 as its first and its last",
@@ -284,8 +254,6 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "  (tests/fixtures/measurements/profiles/tiny-l2-h256-prof-train.log) against 42 ms on the first. Host time",
         "  is a property of the machine's CPU as much as of the job; the model has one figure for it.",
         "- Contended runs (failed-runs) are slower than any model of the job alone can say.",
-        "- Every communication term rests on datasheet bandwidths and assumed latencies; the published rows check",
-        "  them only through the stack factors fitted on the same rows (leave-one-out).",
         "- Transformer Engine on the H200 (issue 27's 13 runs): its fused attention's cost per score and its layers'",
         "  host cost (about 4 ms a pass) are the lent machine's TE build's (cut to sm_90, a cuBLASLt",
         "  compatibility shim preloaded); neither is carried to the published systems, which keep the 0.6",
@@ -296,14 +264,8 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
   "  a faster host and a stock TE build (the published rows fit no per-layer host cost) would not be.",
         "- fp16-l4 runs 7 % faster than l4 (bf16) with the same kernels counted; the NaN check fp16 drops explains",
         "  a fraction of a millisecond of it, the rest is not found.",
-        "- The vTrain rows (Megatron-DeepSpeed, fp16, A100, full recompute, small models) are mostly host time; TP 8 at",
-        "  micro batch 1 takes 5 ms a layer and micro batch there, which no term here reaches (the max error).",
+        *published_doc.LIMITS,
         "",
     ]
     return "\n".join(lines)
 
-
-def published_check_latency(index: float) -> float:
-    import published_check
-
-    return published_check.LATENCIES[int(index)] * 1e6

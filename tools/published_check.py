@@ -18,7 +18,7 @@ Megatron accepts.
 from __future__ import annotations
 
 import csv
-import math
+import itertools
 import statistics
 import sys
 from pathlib import Path
@@ -29,7 +29,8 @@ sys.path.insert(0, str(REPO))
 
 from compiler.megatron.flops import FlopsArgs  # noqa: E402
 from compiler.megatron.gpus import GPUS  # noqa: E402
-from compiler.megatron.layer_time import FUSED_ATTENTION_SHARE, Model  # noqa: E402
+from compiler.megatron.comm_time import tp_collectives  # noqa: E402
+from compiler.megatron.layer_time import FUSED_ATTENTION_SHARE, Model, _recomputed_fraction  # noqa: E402
 from compiler.megatron.pretrain import padded_vocab_size  # noqa: E402
 from compiler.megatron.schedule import bubble_fraction  # noqa: E402
 from compiler.megatron import timing  # noqa: E402
@@ -81,51 +82,57 @@ def inputs(row: dict[str, str]) -> tuple[FlopsArgs, Parallel, float]:
     return fa, par, params
 
 
-# The per-collective latency within a worker, tried for each stack (log grid, 5 us to 2 ms): the
-# systems behind the published rows are not the H200 host, and no multi-GPU run here measured one.
-LATENCIES = tuple(5e-6 * 1.5 ** k for k in range(15))
-
-
 class Check(NamedTuple):
     id: str
     stack: str
     precision: str
     measured: float
-    bases: tuple[tuple[float, float], ...]  # per latency: (step with factor 1, its GPU-bound part)
+    base: float  # the step with factor 1
+    gpu: float  # its GPU-bound part
     gemm_share: float  # of the GPU-bound part, the GEMMs' (what FP8's factor scales)
     row: dict[str, str]
     slots: float  # micro batches on the critical path, m + (pp - 1) / v: what a per-micro-batch host cost multiplies
     passes: float  # a stage's layer passes on those slots (a recomputed forward a third of one): a per-layer host cost's
+    calls: float  # TP collective calls on those slots: what a host cost per collective call multiplies
 
 
 def _base(row: dict[str, str]) -> Check:
     fa, par, params = inputs(row)
     gpu = GPUS[row["gpu"]]
     par = par._replace(precision="bf16" if par.precision == "fp8" else par.precision)  # FP8 is scaled below
-    bases = []
-    for lat in LATENCIES:
-        # the H200's host figures for TE (its layers' host time, its iteration) are the lent machine's CPU
-        # and TE build: the published systems' host cost is the per-stack figure fitted here instead
-        step = step_time(fa, par._replace(link_latency=lat), gpu, params, stack=1.0, te_host_per_layer=0.0,
-                         host_per_iteration=timing.HOST_PER_ITERATION)
-        # GPU-bound part: the compute and bubble terms (what a stack factor scales)
-        bases.append((step.seconds, step.term("compute").seconds + step.term("bubble").seconds))
-        share = max(s.gemm_share for s in step.stages)
+    # the H200's host figures for TE (its layers' host time, its iteration) are the lent machine's CPU
+    # and TE build: the published systems' host cost is the per-stack figure fitted here instead
+    step = step_time(fa, par, gpu, params, stack=1.0, te_host_per_layer=0.0,
+                     host_per_iteration=timing.HOST_PER_ITERATION)
+    # GPU-bound part: the compute and bubble terms (what a stack factor scales)
+    share = max(s.gemm_share for s in step.stages)
     # the schedule's critical path in micro batches: m and the bubble's (pp - 1) / v (schedule.py)
     slots = par.microbatches * (1 + bubble_fraction(par.pipeline, par.virtual_pipeline, par.microbatches))
-    passes = slots * fa.num_layers / par.pipeline * (4 / 3 if par.recompute == "full" else 1.0)
-    return Check(row["id"], par.stack, row["precision"], float(row["measured_step_s"]), tuple(bases), share, row, slots,
-                 passes)
+    layers = fa.num_layers // par.pipeline
+    passes = slots * layers * (4 / 3 if par.recompute == "full" else 1.0)
+    calls = slots * layers * tp_collectives(par, _recomputed_fraction(par, layers))
+    return Check(row["id"], par.stack, row["precision"], float(row["measured_step_s"]), step.seconds,
+                 step.term("compute").seconds + step.term("bubble").seconds, share, row, slots, passes, calls)
 
 
-def predict(c: Check, factor: float, fp8: float, lat: int, host: float = 0.0, layer_host: float = 0.0) -> float:
-    base, g = c.bases[lat]
+# The host costs each stack's fit may use, and what each multiplies: per micro batch on the critical path,
+# per layer pass, per TP collective call (the host's side of torch.distributed's call: the autograd
+# function, ProcessGroupNCCL's stream and event work, NCCL's enqueue); each kept >= 0.
+HOSTS = ("host", "layer-host", "call-host")
+
+
+def _counts(c: Check) -> tuple[float, float, float]:
+    return c.slots, c.passes, c.calls
+
+
+def predict(c: Check, factor: float, fp8: float, hosts: tuple[float, ...] = (0.0, 0.0, 0.0)) -> float:
+    base, g = c.base, c.gpu
     scaled = g * factor * (1 - c.gemm_share + c.gemm_share * fp8) if c.precision == "fp8" else g * factor
-    return base - g + scaled + host * c.slots + layer_host * c.passes
+    return base - g + scaled + sum(h * n for h, n in zip(hosts, _counts(c)))
 
 
-def _sse(cs: list[Check], factor: float, fp8: float, lat: int, host: float = 0.0, layer_host: float = 0.0) -> float:
-    return sum((predict(c, factor, fp8, lat, host, layer_host) / c.measured - 1) ** 2 for c in cs)
+def _sse(cs: list[Check], factor: float, fp8: float, hosts: tuple[float, ...] = (0.0, 0.0, 0.0)) -> float:
+    return sum((predict(c, factor, fp8, hosts) / c.measured - 1) ** 2 for c in cs)
 
 
 def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
@@ -150,44 +157,42 @@ def _least_squares(cols: list[list[float]], target: list[float]) -> list[float] 
     return _solve(a, b)
 
 
-def fit_factor(cs: list[Check], lat: int) -> tuple[float, float, float, float]:
-    """(sse, GPU factor, host seconds per micro batch, host seconds per layer pass) minimising the summed
-    squared relative error: linear least squares in the three, host costs kept >= 0 (a negative one is
-    dropped and the rest refitted)."""
-    # pred/y - 1 = (a + f g + x n + z p)/y - 1, with a = base - g
-    a = [(c.bases[lat][0] - c.bases[lat][1]) / c.measured for c in cs]
-    cols = {"f": [c.bases[lat][1] / c.measured for c in cs], "x": [c.slots / c.measured for c in cs],
-            "z": [c.passes / c.measured for c in cs]}
+def fit_factor(cs: list[Check]) -> tuple[float, float, tuple[float, ...]]:
+    """(sse, GPU factor, host costs in HOSTS' order) minimising the summed squared relative error: linear
+    least squares, host costs kept >= 0 (every subset of them tried, the best fit with none negative)."""
+    # pred/y - 1 = (a + f g + sum_k h_k n_k)/y - 1, with a = base - g
+    a = [(c.base - c.gpu) / c.measured for c in cs]
+    counts = [_counts(c) for c in cs]
+    cols = [[c.gpu / c.measured for c in cs]] + [[n[k] / c.measured for n, c in zip(counts, cs)]
+                                                  for k in range(len(HOSTS))]
     target = [1 - v for v in a]
-    best: tuple[float, float, float, float] | None = None
-    for keep in (("f", "x", "z"), ("f", "x"), ("f", "z"), ("f",)):
-        sol = _least_squares([cols[k] for k in keep], target)
-        if sol is None:
+    best: tuple[float, float, tuple[float, ...]] | None = None
+    for keep in itertools.product((True, False), repeat=len(HOSTS)):
+        used = [0] + [k + 1 for k in range(len(HOSTS)) if keep[k]]
+        sol = _least_squares([cols[k] for k in used], target)
+        if sol is None or any(v < 0 for v in sol[1:]):
             continue
-        v = dict(zip(keep, sol))
-        if v.get("x", 0.0) < 0 or v.get("z", 0.0) < 0:
-            continue
-        f, x, z = v["f"], v.get("x", 0.0), v.get("z", 0.0)
-        cand = (_sse(cs, f, 1.0, lat, x, z), f, x, z)
+        v = dict(zip(used, sol))
+        hosts = tuple(v.get(k + 1, 0.0) for k in range(len(HOSTS)))
+        cand = (_sse(cs, v[0], 1.0, hosts), v[0], hosts)
         if best is None or cand[0] < best[0]:
             best = cand
     assert best is not None
     return best
 
 
-def fit_all(cs: list[Check]) -> dict[str, float]:
-    """Per stack: its GPU factor, host cost per micro batch and intra-worker latency (its bf16/fp16
-    rows); then FP8's GEMM factor on the FP8 rows."""
-    out: dict[str, float] = {}
-    for stack in sorted({c.stack for c in cs}):
+def fit_all(cs: list[Check], full: dict[str, Any] | None = None, stacks: set[str] | None = None) -> dict[str, Any]:
+    """Per stack: its GPU factor and host costs (its bf16/fp16 rows); then FP8's GEMM factor on the FP8
+    rows. With `full` and `stacks`, only those stacks are refitted (a left-out row changes its own
+    stack's fit and FP8's, nothing else)."""
+    out: dict[str, Any] = dict(full or {})
+    for stack in sorted(stacks if stacks is not None else {c.stack for c in cs}):
         rows = [c for c in cs if c.stack == stack and c.precision != "fp8"]
-        sse, factor, host, layer_host, lat = min(fit_factor(rows, k) + (k,) for k in range(len(LATENCIES)))
-        out[stack], out[stack + "-host"], out[stack + "-latency"] = factor, host, float(lat)
-        out[stack + "-layer-host"] = layer_host
+        _, out[stack], out[stack + "-hosts"] = fit_factor(rows)
     fp8 = [c for c in cs if c.precision == "fp8"]
     if fp8:
-        te, lat, host, lh = out["te"], int(out["te-latency"]), out["te-host"], out["te-layer-host"]
-        out["fp8-gemm"] = min((_sse(fp8, te, r / 100, lat, host, lh), r / 100) for r in range(20, 151))[1]
+        te, hosts = out["te"], out["te-hosts"]
+        out["fp8-gemm"] = min((_sse(fp8, te, r / 100, hosts), r / 100) for r in range(20, 151))[1]
     return out
 
 
@@ -214,9 +219,8 @@ def check(path: Path = CSV) -> dict[str, Any]:
     full = fit_all(cs)
     out = []
     for i, c in enumerate(cs):
-        f = fit_all(cs[:i] + cs[i + 1:])
-        pred = predict(c, f[c.stack], f.get("fp8-gemm", 1.0), int(f[c.stack + "-latency"]), f[c.stack + "-host"],
-                       f[c.stack + "-layer-host"])
+        f = fit_all(cs[:i] + cs[i + 1:], full, {c.stack} if c.precision != "fp8" else set())
+        pred = predict(c, f[c.stack], f.get("fp8-gemm", 1.0), f[c.stack + "-hosts"])
         out.append({"id": c.id, "stack": c.stack, "precision": c.precision, "measured_s": c.measured, "loo_s": pred,
                     "error": pred / c.measured - 1, "sweep": c.row["sweep"], "weak_group": c.row["weak_group"],
                     "gpus": int(c.row["gpus"])})
@@ -244,8 +248,8 @@ def main() -> int:
     r = check(Path(sys.argv[1]) if len(sys.argv) > 1 else CSV)
     for o in r["rows"]:
         print(f"{o['id']:<48} {o['measured_s']:8.3f} {o['loo_s']:8.3f} {o['error'] * 100:+7.1f}%")
-    print("factors (all rows):", {k: (round(LATENCIES[int(v)] * 1e6, 1) if k.endswith("latency") else round(v, 3))
-                                  for k, v in r["factors"].items()})
+    print("factors (all rows):", {k: (tuple(round(x * 1e3, 3) for x in v) if isinstance(v, tuple) else round(v, 3))
+                                  for k, v in r["factors"].items()}, "(host costs in ms:", ", ".join(HOSTS) + ")")
     print(f"median |err| {r['median'] * 100:.1f}%  max {r['max'] * 100:.1f}%  refused {len(r['refused'])}/{r['total']}")
     print("spearman:", {k: round(v, 2) for k, v in r["spearman"].items()})
     print("weak scaling (pp):", {k: round(v * 100, 1) for k, v in r["weak_scaling_pp"].items()})

@@ -4,10 +4,13 @@ Link classes (gpus.py): the GPU-to-GPU link within a worker (NVLink, or PCIe), t
 with RDMA (one 400 Gb/s NIC per GPU) and without (TCP over the worker's 100 Gb/s). Ranks are laid out
 tp-cp-ep-dp-pp (parallel_state.py RankGenerator): a group whose consecutive span fits in one worker
 stays on its link. Ring collectives move 2(n-1)/n of the message per rank for an all-reduce and
-(n-1)/n for a reduce-scatter or all-gather (NCCL's bus bandwidth), plus a latency per collective.
+(n-1)/n for a reduce-scatter or all-gather (NCCL's bus bandwidth). Their latency is NCCL's own model
+(NCCL_BASE_US, NCCL_HOP_US): a base per protocol and a latency per ring step, 2(n-1) steps for an
+all-reduce, n-1 for a reduce-scatter or all-gather, the steps that cross workers at the network's
+figure; NCCL runs the protocol (LL, LL128, Simple) that is fastest for the message size.
 No multi-GPU machine was available to measure these: the bandwidths are datasheet figures at
-LINK_EFFICIENCY, the latencies assumptions; the published multi-GPU runs (docs/performance-model.md)
-check them.
+LINK_EFFICIENCY, the latencies NCCL's tuning table; the published multi-GPU runs
+(docs/performance-model.md) check them.
 """
 
 from __future__ import annotations
@@ -18,15 +21,45 @@ from ..tuples import NamedTuple
 from .gpus import LINK_EFFICIENCY, Gpu, worker_network
 
 BF16_BYTES, FP32_BYTES = 2, 4
-# Per collective, small-message: NCCL on NVLink within a node, and across the network (assumptions
-# of the order nccl-tests reports for 8 GPUs and for InfiniBand; not measured here).
-LATENCY_S = {"intra": 15e-6, "rdma": 30e-6, "tcp": 100e-6}
-# Megatron's default gradient bucket (distributed_data_parallel_config.py bucket_size: 40M parameters
-# with the distributed optimizer): with overlap, the last bucket's reduction is what stays exposed.
+# NCCL's latency model (src/graph/tuning.cc of NVIDIA/nccl, the version stored at commit 01afd20a:
+# baseLat and hwLat for the ring algorithm, in microseconds): a base per protocol, and per ring step
+# a latency by the hop's class; LL moves a quarter of the bus bandwidth (ring all-reduce), LL128
+# 0.92 of it (0.7 with one rank a worker), Simple all of it. NCCL's ncclTopoGetAlgoTime takes the
+# fastest, and a multi-worker Simple ring all-reduce of more than n/16 x 64 KiB costs 1.9x its latency.
+NCCL_BASE_US = {"LL": 3.6, "LL128": 10.0, "Simple": 8.4}
+NCCL_HOP_US = {"NVLink": {"LL": 0.47, "LL128": 1.9, "Simple": 3.4},
+               "PCIe": {"LL": 1.0, "LL128": 2.5, "Simple": 5.7},
+               "network": {"LL": 2.7, "LL128": 4.0, "Simple": 9.6}}
+NCCL_BW_SHARE = {"LL": 0.25, "LL128": 0.92, "Simple": 1.0}
+# Megatron's default gradient bucket (training.py:1772-1774 at the pinned commit: max(40M, 1M x the
+# data-parallel size with context parallelism) parameters; one bucket without --overlap-grad-reduce,
+# :1776-1777): with overlap, the last bucket's reduction is what stays exposed.
 BUCKET_PARAMS = 40_000_000
+BUCKET_PARAMS_PER_RANK = 1_000_000
 # --tp-comm-overlap (Transformer Engine userbuffers) hides most TP traffic behind the GEMMs it splits;
 # the share left exposed is an assumption.
 TP_OVERLAP_EXPOSED = 0.3
+
+
+# What NCCL reaches of a NIC's line rate: "for NDR @ 400Gbps you should see 46-48GB/s per NIC"
+# (NVIDIA/nccl-tests issue 290, an NCCL maintainer, 2025) and "24GB/s is the peak performance per 200G
+# NIC" (issue 119, 2022): 0.94 of the line rate. Inside a worker gpus.LINK_EFFICIENCY (NCCL's own model
+# caps an A100's NVLink bus bandwidth at 235 of 300 GB/s, tuning.cc). TCP keeps LINK_EFFICIENCY too.
+RDMA_EFFICIENCY = 0.94
+
+
+class Link(NamedTuple):
+    """The link a group of ranks uses: the bus bandwidth a ring collective reaches per GPU and what one
+    GPU can send to another on its own (both as NCCL reaches them, 10**9 bytes/s), NCCL's hop class
+    inside a worker, how many workers the group spans and how many of its members each holds."""
+
+    gb_s: float  # ring collectives' bus bandwidth
+    send_gb_s: float  # one GPU's point-to-point bandwidth (its own NIC across workers)
+    intra_gb_s: float  # one GPU's bandwidth to the GPUs of its own worker
+    hop: str  # NVLink or PCIe: a ring step inside a worker
+    workers: int
+    members: int  # of the group, per worker
+    name: str
 
 
 class Comm(NamedTuple):
@@ -36,25 +69,62 @@ class Comm(NamedTuple):
     note: str
 
 
-def _link(gpu: Gpu, par: Any, span: int, stride: int = 1) -> tuple[float, float, str]:
-    """(bus GB/s per GPU, latency s, name) of the link a group of ranks `stride` apart, spanning
-    `span` consecutive ranks, uses. Across workers NCCL spreads a ring over every NIC the group's
-    members in one worker have: with k members per worker each ring enters and leaves the worker,
-    so the bus bandwidth is k NICs' worth over 2 (one NIC's worth for k = 1), at most the intra link."""
+def _link(gpu: Gpu, par: Any, size: int, stride: int = 1) -> Link:
+    """The link a group of `size` ranks `stride` apart uses. Across workers NCCL runs one ring channel per
+    NIC the group's members in a worker have (each member's own, rail by rail); a channel's ring
+    crosses each worker boundary once, sending on one NIC and receiving on another, both full duplex,
+    so the bus bandwidth is k NICs' worth for k members a worker (NCCL's src/graph/tuning.cc: busBw =
+    nChannels x speedInter), at most the intra link."""
+    hop = "PCIe" if gpu.intra_link == "PCIe" else "NVLink"
+    intra = gpu.nvlink_gb_s * LINK_EFFICIENCY
+    span = size * stride
     if span <= par.gpus_per_worker:
-        return gpu.nvlink_gb_s, par.link_latency or LATENCY_S["intra"], gpu.intra_link
+        return Link(intra, intra, intra, hop, 1, size, gpu.intra_link)
     net = worker_network(par.rdma, par.gpus_per_worker)
-    members = max(1, par.gpus_per_worker // max(1, stride))
-    bus = min(gpu.nvlink_gb_s, net.gb_s_per_gpu * members / (2 if members > 1 else 1))
-    return bus, LATENCY_S["rdma" if par.rdma else "tcp"], "worker network" + ("" if par.rdma else " (no RDMA)")
+    nic = net.gb_s_per_gpu * (RDMA_EFFICIENCY if par.rdma else LINK_EFFICIENCY)
+    members = max(1, min(size, par.gpus_per_worker // max(1, stride)))
+    workers = max(1, size // members)
+    return Link(min(intra, nic * members), nic, intra, hop, workers, members,
+                "worker network" + ("" if par.rdma else " (no RDMA)"))
 
 
-def ring(n: int, bytes_: float, gb_s: float, latency: float, all_reduce: bool) -> float:
-    """Seconds of one ring collective over n ranks."""
+def collective(n: int, bytes_: float, link: Link, all_reduce: bool) -> float:
+    """Seconds of one ring collective over n ranks (an all-reduce, else a reduce-scatter or an
+    all-gather) of a message of `bytes_` per rank: NCCL's latency model for each protocol plus the bytes
+    at its share of the bus bandwidth, the fastest protocol."""
     if n <= 1:
         return 0.0
-    factor = 2 * (n - 1) / n if all_reduce else (n - 1) / n
-    return latency + factor * bytes_ / (gb_s * 1e9 * LINK_EFFICIENCY)
+    steps = 2 * (n - 1) if all_reduce else n - 1
+    inter = (2 if all_reduce else 1) * (link.workers - 1)
+    best = float("inf")
+    for proto, base in NCCL_BASE_US.items():
+        intra_hop = NCCL_HOP_US[link.hop][proto] * (1.8 if link.workers > 1 and proto == "LL" else 1.0)
+        lat = base + (steps - inter) * intra_hop + inter * NCCL_HOP_US["network"][proto]
+        if proto == "Simple" and link.workers > 1 and all_reduce and bytes_ >= n / 16 * 65536:
+            lat *= 1.9
+        share = NCCL_BW_SHARE[proto] if proto != "LL128" or link.members >= 2 or link.workers == 1 else 0.7
+        best = min(best, lat * 1e-6 + steps / n * bytes_ / (link.gb_s * 1e9 * share))
+    return best
+
+
+def send(bytes_: float, link: Link) -> float:
+    """Seconds of one point-to-point send (pipeline stages, CP's K/V ring): one Simple step of the
+    link's class and the bytes at one GPU's bandwidth."""
+    hop = NCCL_HOP_US["network" if link.workers > 1 else link.hop]["Simple"]
+    return (NCCL_BASE_US["Simple"] + hop) * 1e-6 + bytes_ / (link.send_gb_s * 1e9)
+
+
+def all_to_all(n: int, bytes_: float, link: Link) -> float:
+    """Seconds of one all-to-all over n ranks of `bytes_` a rank sends to the others (token_dispatcher's
+    all-to-all: a send to each peer): the peers in other workers through the rank's own NIC, those in its
+    worker over the intra link at the same time, and a Simple step's latency."""
+    if n <= 1:
+        return 0.0
+    per_peer = bytes_ / (n - 1)
+    remote = per_peer * (n - link.members) / (link.send_gb_s * 1e9)
+    local = per_peer * (link.members - 1) / (link.intra_gb_s * 1e9)
+    hop = NCCL_HOP_US["network" if link.workers > 1 else link.hop]["Simple"]
+    return (NCCL_BASE_US["Simple"] + hop) * 1e-6 + max(remote, local)
 
 
 def communication(args: Any, par: Any, gpu: Gpu, layers: int, params: float, recompute_fraction: float,
@@ -66,55 +136,93 @@ def communication(args: Any, par: Any, gpu: Gpu, layers: int, params: float, rec
     s, h = args.seq_length / cp, args.hidden_size
     activation = b * s * h * BF16_BYTES
     out: list[Comm] = []
-    # TP: 2 all-reduces forward, 2 backward per layer (with SP an all-gather + reduce-scatter pair
-    # each: the same bytes); full recompute repeats the forward's
-    bw, lat, where = _link(gpu, par, tp)
-    per_layer = 4 + 2 * recompute_fraction
-    tp_s = layers * m * per_layer * ring(tp, activation, bw, lat, all_reduce=True)
-    exposed = tp_s * (TP_OVERLAP_EXPOSED if par.tp_comm_overlap else 1.0)
-    out.append(Comm("tp", tp_s, exposed, f"{per_layer:g} all-reduces of {activation / 2**20:.1f} MiB per layer and "
-                    f"micro batch over {where}" + (", mostly overlapped (--tp-comm-overlap)" if par.tp_comm_overlap else "")
+    # TP, per layer (tensor_parallel/layers.py): without SP the row-parallel projection and FC2 all-reduce
+    # their output forward (mappings.py reduce_from_tensor_model_parallel_region), the column-parallel
+    # QKV and FC1 their input gradient backward; with SP an all-gather before QKV and FC1 and a
+    # reduce-scatter after the projection and FC2 forward, the reverse backward plus the input's
+    # all-gather again for the weight gradient (layers.py:528-541). A full recompute repeats the
+    # forward's. Backward, layers.py:546-568 launch the input gradient's all-reduce (reduce-scatter)
+    # asynchronously and compute the weight gradient meanwhile, and the all-gather runs behind the data
+    # gradient: the backward's TP traffic is exposed only beyond the column-parallel weight gradients.
+    link = _link(gpu, par, tp)
+    where = link.name
+    if par.sequence_parallel:
+        one = collective(tp, activation, link, all_reduce=False)
+        fwd, bwd, kind = 4 * one, 6 * one, "all-gathers and reduce-scatters"
+    else:
+        one = collective(tp, activation, link, all_reduce=True)
+        fwd, bwd, kind = 2 * one, 2 * one, "all-reduces"
+    tp_s = layers * m * ((1 + recompute_fraction) * fwd + bwd)
+    hidden = min(layers * m * bwd, m * backward_s * wgrad_share(args))
+    exposed = tp_s * TP_OVERLAP_EXPOSED if par.tp_comm_overlap else tp_s - hidden
+    count = tp_collectives(par, recompute_fraction)
+    out.append(Comm("tp", tp_s, exposed, f"{count:g} {kind} of {activation / 2**20:.1f} MiB per layer and "
+                    f"micro batch over {where} ({one * 1e6:.0f} us each), "
+                    + ("mostly overlapped (--tp-comm-overlap)" if par.tp_comm_overlap
+                       else "the backward's behind the weight-gradient GEMMs")
                     if tp > 1 else "no tensor parallelism"))
     # CP: ring attention passes K and V around cp-1 times forward, K, V and their gradients backward;
     # TE overlaps each exchange with the attention of the chunk it has
     groups = args.num_query_groups if args.group_query_attention and args.num_query_groups else args.num_attention_heads
     kv = 2 * b * s * max(1, groups // tp) * args.kv_channels * BF16_BYTES
-    bw, lat, where = _link(gpu, par, tp * cp, stride=tp)
-    cp_s = layers * m * 3 * (cp - 1) * (lat + kv / (bw * 1e9 * LINK_EFFICIENCY)) if cp > 1 else 0.0
+    link = _link(gpu, par, cp, stride=tp)
+    lat = send(0.0, link)
+    cp_s = layers * m * 3 * (cp - 1) * send(kv, link) if cp > 1 else 0.0
     cp_exposed = max(cp_s - layers * m * attention_s, layers * m * 3 * (cp - 1) * lat) if cp > 1 else 0.0
-    out.append(Comm("cp", cp_s, cp_exposed, f"{3 * (cp - 1)} K/V chunk exchanges per layer and micro batch over {where}, "
-                    "less the attention they overlap" if cp > 1 else "no context parallelism"))
+    out.append(Comm("cp", cp_s, cp_exposed, f"{3 * (cp - 1)} K/V chunk exchanges per layer and micro batch over "
+                    f"{link.name}, less the attention they overlap" if cp > 1 else "no context parallelism"))
     # DP: the gradients reduced over data x context ranks (CP ranks hold the same weights); the
     # distributed optimizer reduce-scatters them and all-gathers the bf16 parameters
     group = dp * cp
-    bw, lat, where = _link(gpu, par, tp * cp * dp, stride=tp)
+    link = _link(gpu, par, group, stride=tp)
     grads = params * par.grad_bytes
-    reduce = ring(group, grads, bw, lat, all_reduce=not par.distributed_optimizer)
-    last_bucket = min(1.0, BUCKET_PARAMS / max(params, 1.0))
+    reduce = collective(group, grads, link, all_reduce=not par.distributed_optimizer)
+    bucket = max(BUCKET_PARAMS, BUCKET_PARAMS_PER_RANK * group)
+    last_bucket = min(1.0, bucket / max(params, 1.0))
     hidden = reduce - max(reduce * last_bucket, reduce - backward_s) if par.overlap_grad_reduce else 0.0
     out.append(Comm("dp-grads", reduce, reduce - hidden, f"{'reduce-scatter' if par.distributed_optimizer else 'all-reduce'} "
-                    f"of {grads / 2**30:.2f} GiB of gradients over {group} ranks, {where}"
-                    + (", overlapped with the backward but the last bucket" if par.overlap_grad_reduce else "")
+                    f"of {grads / 2**30:.2f} GiB of gradients over {group} ranks, {link.name}"
+                    + (", overlapped with the last micro batch's backward but the last bucket"
+                       if par.overlap_grad_reduce else "")
                     if group > 1 else "one data-parallel rank"))
     if par.distributed_optimizer and group > 1:
-        gather = ring(group, params * BF16_BYTES, bw, lat, all_reduce=False)
+        gather = collective(group, params * BF16_BYTES, link, all_reduce=False)
         hidden = gather - max(gather * last_bucket, gather - forward_s) if par.overlap_param_gather else 0.0
-        out.append(Comm("dp-params", gather, gather - hidden, f"all-gather of the bf16 parameters over {where}"
-                        + (", overlapped with the forward" if par.overlap_param_gather else "")))
+        out.append(Comm("dp-params", gather, gather - hidden, f"all-gather of the bf16 parameters over {link.name}"
+                        + (", overlapped with the first micro batch's forward" if par.overlap_param_gather else "")))
     # PP: each micro batch's activation forward and its gradient backward across the stage
     # boundary, v times with interleaving; sequence-sharded with SP
     message = activation / (tp if par.sequence_parallel else 1)
-    bw, lat, where = _link(gpu, par, tp * cp * dp * 2)
-    pp_s = 2 * m * v * (lat + message / (bw * 1e9 * LINK_EFFICIENCY)) if pp > 1 else 0.0
-    out.append(Comm("pp", pp_s, pp_s, f"2·m·v = {2 * m * v} sends of {message / 2**20:.1f} MiB over {where}"
+    link = _link(gpu, par, 2, stride=tp * cp * dp)
+    pp_s = 2 * m * v * send(message, link) if pp > 1 else 0.0
+    out.append(Comm("pp", pp_s, pp_s, f"2·m·v = {2 * m * v} sends of {message / 2**20:.1f} MiB over {link.name}"
                     if pp > 1 else "no pipeline parallelism"))
     if par.expert > 1 and args.num_experts is not None:
-        bw, lat, where = _link(gpu, par, par.expert * tp, stride=tp)
+        link = _link(gpu, par, par.expert, stride=tp)
         # Each rank dispatches the tokens it holds: with sequence parallel (which Megatron requires for
         # MoE with TP > 1) its s/tp slice of the sequence, each sent to top-k experts, (ep-1)/ep of them
         # to other ranks (token_dispatcher.py's all-to-all over the expert group)
         routed = message * args.moe_router_topk * (par.expert - 1) / par.expert
-        ep_s = layers * m * 4 * (lat + routed / (bw * 1e9 * LINK_EFFICIENCY))
+        ep_s = layers * m * 4 * all_to_all(par.expert, routed, link)
         out.append(Comm("ep", ep_s, ep_s, f"4 all-to-alls of {routed / 2**20:.1f} MiB of routed tokens per MoE layer "
-                        f"and micro batch over {where}"))
+                        f"and micro batch over {link.name}"))
     return out
+
+
+def wgrad_share(args: Any) -> float:
+    """The column-parallel linears' (QKV, FC1) weight-gradient GEMMs as a share of a layer's backward
+    GEMMs (data and weight gradients of QKV, projection, FC1, FC2), by their FLOPs: what the backward's
+    asynchronous TP collectives can run behind."""
+    groups = args.num_query_groups if args.group_query_attention and args.num_query_groups else args.num_attention_heads
+    kv, heads = args.kv_channels, args.num_attention_heads
+    qkv, proj = (heads + 2 * groups) * kv, heads * kv
+    fc1, fc2 = args.ffn_hidden_size * (2 if args.swiglu else 1), args.ffn_hidden_size
+    return float(qkv + fc1) / (2 * (qkv + proj + fc1 + fc2))
+
+
+def tp_collectives(par: Any, recompute_fraction: float) -> float:
+    """TP collective calls per layer and micro batch (forward, its recompute, backward; see
+    communication): 2 all-reduces each way without SP, 4 collectives forward and 6 backward with SP."""
+    if par.tensor <= 1:
+        return 0.0
+    return (4 if par.sequence_parallel else 2) * (1 + recompute_fraction) + (6 if par.sequence_parallel else 2)

@@ -49,8 +49,8 @@ TE_HOST_PER_LAYER = 0.004200
 TE_HOST_PER_ITERATION = 0.019591
 FUSED_ATTENTION_SHARE = 0.50
 FUSED_ATTENTION_SCORE_S = 4.0e-12
-STACK_FACTOR: dict[str, float] = {"local": 1.0, "te": 0.973, "deepspeed": 0.543}
-FP8_GEMM_FACTOR = 0.61
+STACK_FACTOR: dict[str, float] = {"local": 1.0, "te": 0.977, "deepspeed": 0.542}
+FP8_GEMM_FACTOR = 0.59
 # END FIT
 FIT_SOURCE = "fitted by tools/validate_timing.py on the kept H200 runs (leave-one-out in docs/performance-model.md)"
 # FP8 GEMMs on Hopper run at twice the bf16 rate on paper; the published H100 steps (dgxc rows of
@@ -86,7 +86,6 @@ class Parallel(NamedTuple):
     precision: str = "bf16"  # bf16, fp16 or fp8
     stack: str = "local"  # the software stack STACK_FACTOR keys: local, te, te-fp8, deepspeed-fp16 …
     model: Model = Model()
-    link_latency: float | None = None  # per collective within a worker, when a system's own is known
     fused_softmax: bool | None = None  # --masked-softmax-fusion (None: as fused_kernels)
     grouped_gemm: bool = False  # --moe-grouped-gemm (TE's GroupedLinear experts)
     cross_entropy_fusion: bool = False  # --cross-entropy-loss-fusion
