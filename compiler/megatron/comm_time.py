@@ -217,7 +217,9 @@ def wgrad_share(args: Any) -> float:
     kv, heads = args.kv_channels, args.num_attention_heads
     qkv, proj = (heads + 2 * groups) * kv, heads * kv
     fc1, fc2 = args.ffn_hidden_size * (2 if args.swiglu else 1), args.ffn_hidden_size
-    return float(qkv + fc1) / (2 * (qkv + proj + fc1 + fc2))
+    hidden: float = qkv + fc1
+    total: float = 2 * (qkv + proj + fc1 + fc2)
+    return hidden / total
 
 
 def tp_collectives(par: Any, recompute_fraction: float) -> float:
