@@ -7,6 +7,7 @@ come back in spec order. Every spec is compiled, every time: nothing is kept bet
 
 from __future__ import annotations
 
+import gc
 import os
 import shlex
 import signal
@@ -147,8 +148,15 @@ def _outcomes(items: list[tuple[str, str | None]], options: Options) -> Iterator
     yield process(path, conflict, options)
     items = items[1:]
     _OPTIONS[:] = [options]
-    with worker_pool(workers) as pool:
-        yield from pool.imap(_process_item, items, chunksize=max(1, len(items) // (workers * 8)))
+    # what the first spec loaded is shared by the workers and lives until the end: out of the
+    # collector's sight (gc.freeze, before the fork, as its documentation advises), and each worker
+    # collects its own garbage again (_init_worker; cli.main turned the collector off)
+    gc.freeze()
+    try:
+        with worker_pool(workers) as pool:
+            yield from pool.imap(_process_item, items, chunksize=max(1, len(items) // (workers * 8)))
+    finally:
+        gc.unfreeze()
 
 
 PR_SET_PDEATHSIG = 1  # prctl(2), <linux/prctl.h>
@@ -158,6 +166,7 @@ def _init_worker(parent: int) -> None:
     """A forked worker's first steps: ignore Ctrl-C, and die with the process that forked it."""
     # The parent alone handles Ctrl-C: it cleans up and reports, without a traceback from every worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    gc.enable()  # the parent compiled its first spec without the collector (cli.main)
     # Ctrl-C can reach the parent between a worker's fork and the pool's record of it (Pool.__init__
     # catches Exception, not KeyboardInterrupt; Process.start records the child after the fork). No
     # one then terminates that worker: it would wait for tasks forever, holding the parent's stdout
