@@ -202,6 +202,6 @@ def test_the_compilers_time_limit_check_takes_nothing_that_sbatch_refuses(slurm_
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/bash\nhostname\n")
     for value in ("30", "30:15", "1:00:00", "2-12", "2-12:30:15", "UNLIMITED", "1:2:3:4", "90m", "1h", "1.5", "2-"):
-        if TIME_LIMIT.fullmatch(value):
+        if re.fullmatch(TIME_LIMIT, value):
             result = slurm_cluster.run(["sbatch", "--test-only", f"--time={value}", str(script)])
             assert result.returncode == 0, (value, result.stderr)

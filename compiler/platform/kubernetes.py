@@ -24,10 +24,11 @@ API_VERSION = "trainer.kubeflow.org/v1alpha1"
 PATCH_MANAGER = "megatron-compile/kubernetes"
 # The torch plugin sets PET_* (torch.go); Kubeflow's torch runtimes are torch-distributed and torchtune-*
 TORCH_RUNTIME_PREFIX = "torch"  # the Trainer webhook wants a domain-like manager name
-# RFC 1123 names as Kubernetes validates them (apimachinery validation.IsDNS1123Label/Subdomain)
-DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+# RFC 1123 names as Kubernetes validates them (apimachinery validation.IsDNS1123Label/Subdomain); text
+# matched with re.fullmatch, compiled at the first use: a spec of another engine never uses them
+DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS1123_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+LABEL_VALUE = r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?"
 
 NODE_ENV = NodeEnv(
     note=("The Kubernetes launch command: trainjob.yaml carries it as the trainer's command on every node.",),
@@ -150,17 +151,17 @@ ENGINE = Kubernetes()
 
 def is_label(name: str) -> bool:
     """An RFC 1123 label: at most 63 lowercase alphanumerics or '-', alphanumeric at both ends."""
-    return len(name) <= 63 and DNS1123_LABEL.fullmatch(name) is not None
+    return len(name) <= 63 and re.fullmatch(DNS1123_LABEL, name) is not None
 
 
 def is_subdomain(name: str) -> bool:
     """An RFC 1123 subdomain: labels joined by '.', at most 253 characters."""
-    return len(name) <= 253 and DNS1123_SUBDOMAIN.fullmatch(name) is not None
+    return len(name) <= 253 and re.fullmatch(DNS1123_SUBDOMAIN, name) is not None
 
 
 def is_label_value(value: str) -> bool:
     """A label value: at most 63 characters, alphanumeric at both ends, '-', '_' and '.' inside."""
-    return len(value) <= 63 and LABEL_VALUE.fullmatch(value) is not None
+    return len(value) <= 63 and re.fullmatch(LABEL_VALUE, value) is not None
 
 
 def trainjob_document(job: KubeJob, header: list[str], launch_text: str) -> tuple[list[str], dict[str, Any]]:

@@ -10,7 +10,7 @@ from . import formats, records
 
 PYDANTIC = '2.14.4'
 PYDANTIC_CORE = '2.50.5'
-KEY = '81bfc547c3f8145dc78ddbe5cea7809e'
+KEY = '7791d24656a24df75a15101fb76b373c'
 
 
 def schema() -> dict[str, Any]:
