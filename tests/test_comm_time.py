@@ -99,3 +99,16 @@ def test_crossing_workers_and_dropping_rdma_cost_more() -> None:
     tcp = step_time(args, layout(data=16, workers=2, global_batch=128, distributed_optimizer=True, rdma=False),
                     H100, 1e9)
     assert one.term("dp-grads").seconds < two.term("dp-grads").seconds < tcp.term("dp-grads").seconds
+
+
+def test_interleaved_pipeline_sends_hide_behind_the_next_chunk_but_their_latency() -> None:
+    # arguments.py:979-991: --overlap-p2p-communication only with a virtual pipeline; 1F1B's sends stay whole
+    plain = layout(pipeline=4, data=2, global_batch=64)
+    inter = plain._replace(virtual_pipeline=2)
+    one = {c.name: c for c in comm_time.communication(GPT, plain, H100, 2, 1e9, 0.0, backward_s=1.0, forward_s=0.5,
+                                                      attention_s=0.0)}["pp"]
+    two = {c.name: c for c in comm_time.communication(GPT, inter, H100, 2, 1e9, 0.0, backward_s=1.0, forward_s=0.5,
+                                                      attention_s=0.0)}["pp"]
+    assert one.exposed == pytest.approx(one.seconds)
+    link = comm_time._link(H100, inter, 2, stride=2)
+    assert two.exposed == pytest.approx(2 * 32 * 2 * send(0.0, link))

@@ -191,11 +191,19 @@ def communication(args: Any, par: Any, gpu: Gpu, layers: int, params: float, rec
         out.append(Comm("dp-params", gather, gather - hidden, f"all-gather of the bf16 parameters over {link.name}"
                         + (", overlapped with the first micro batch's forward" if par.overlap_param_gather else "")))
     # PP: each micro batch's activation forward and its gradient backward across the stage
-    # boundary, v times with interleaving; sequence-sharded with SP
+    # boundary, v times with interleaving; sequence-sharded with SP. The interleaved schedule overlaps
+    # each send with the next chunk's compute (--overlap-p2p-communication, Megatron's default there;
+    # arguments.py:979-991 turns it off without a virtual pipeline, and then each batched send/recv is
+    # followed by torch.cuda.synchronize, p2p_communication.py:414-419): only its latency stays, or
+    # what a chunk's forward cannot hide.
     message = activation / (tp if par.sequence_parallel else 1)
     link = _link(gpu, par, 2, stride=tp * cp * dp)
-    pp_s = 2 * m * v * send(message, link) if pp > 1 else 0.0
-    out.append(Comm("pp", pp_s, pp_s, f"2·m·v = {2 * m * v} sends of {message / 2**20:.1f} MiB over {link.name}"
+    one_send = send(message, link)
+    pp_s = 2 * m * v * one_send if pp > 1 else 0.0
+    overlapped = pp > 1 and par.virtual_pipeline is not None and par.virtual_pipeline > 1
+    pp_exposed = 2 * m * v * max(send(0.0, link), one_send - forward_s / v) if overlapped else pp_s
+    out.append(Comm("pp", pp_s, pp_exposed, f"2·m·v = {2 * m * v} sends of {message / 2**20:.1f} MiB over {link.name}"
+                    + (", each behind the next chunk's compute but its latency" if overlapped else "")
                     if pp > 1 else "no pipeline parallelism"))
     if par.expert > 1 and args.num_experts is not None:
         link = _link(gpu, par, par.expert, stride=tp)
