@@ -75,14 +75,15 @@ def _dispatch(argv: list[str], out: TextIO, err: TextIO) -> int:
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Entry point of the console script; returns the exit code."""
+    """One run of the command line (argv, or sys.argv's); returns the exit code. console() is the
+    process's entry."""
     argv = list(sys.argv[1:] if argv is None else argv)
     out = out or sys.stdout
     err = err or sys.stderr
-    # The cyclic garbage collector stays off while a run starts: what it would walk, some 60 times,
-    # is the imports, the validator and the compiled templates, which live until the process ends,
-    # and a compile leaves no cycles behind (docs/performance.md: about 5 ms of a compile). A batch
-    # turns it back on in its forked workers (batch.py); reference counting frees everything else.
+    # The cyclic garbage collector stays off during a run: what it would walk, some 60 times in a
+    # compile, is the imports, the validator and the compiled templates, which live until the process
+    # ends, and a compile leaves no cycles behind (docs/performance.md: about 5 ms of a compile). A
+    # batch turns it back on in its forked workers (batch.py); reference counting frees the rest.
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -102,3 +103,13 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     finally:
         if collecting:  # main() called in a longer-lived process (the tests): leave it as it was
             gc.enable()
+
+
+def console() -> int:
+    """The process's entry (the console script, `python -m compiler`): main(), then every object out
+    of the collector's sight (gc.freeze) as the process ends. The interpreter's last full collection
+    at exit would walk all of them (the imports, the validator, the compiled templates) to free
+    nothing: 20 to 60 ms of a compile on this machine (docs/performance.md)."""
+    code = main()
+    gc.freeze()
+    return code

@@ -200,3 +200,37 @@ def test_a_compile_keeps_nothing_in_the_users_cache(in_repo, tmp_path, monkeypat
 def test_no_cache_is_a_deprecated_no_op(in_repo, tmp_path):
     code, _, err = run("--no-cache", "specs/tp2.yaml", "-o", str(tmp_path))
     assert code == 0 and "--no-cache is deprecated and does nothing" in err
+
+
+def test_a_run_leaves_the_collector_as_it_found_it(tmp_path, in_repo):
+    """main() keeps the cyclic collector off while it runs (docs/performance.md) and gives it back
+    as it was: a test process, or any caller of main(), keeps collecting."""
+    import gc
+
+    assert gc.isenabled()
+    code, out, err = run("specs/tp2.yaml", "-o", str(tmp_path))
+    assert code == 0, out + err
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert run("--version")[0] == 0 and not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_the_console_entry_freezes_what_the_run_made_for_the_exit(monkeypatch, capsys):
+    """console() (the console script, python -m compiler) runs main() and then moves every object
+    out of the collector's sight, so that the interpreter's last collection at exit walks nothing."""
+    import gc
+    import sys
+
+    from compiler.cli import console
+
+    monkeypatch.setattr(sys, "argv", ["megatron-compile", "--version"])
+    before = gc.get_freeze_count()
+    try:
+        assert console() == 0
+        assert gc.get_freeze_count() > before and gc.isenabled()
+    finally:
+        gc.unfreeze()
+    assert "megatron-compile" in capsys.readouterr().out
