@@ -251,11 +251,14 @@ VALIDATION = _tool("validate_timing").validate()  # type: ignore[attr-defined]
 
 
 def test_leave_one_out_holds_the_committed_worst_fold() -> None:
-    # the doc's figure; it is NOT the 15 % of the acceptance (the tiny host-bound runs miss it)
+    # the doc's figure; it is NOT the 15 % of the acceptance: the two tiny host-bound runs, measured on two
+    # hosts that ran the same job 1.25-1.7x apart, miss it (docs/performance-model.md)
     own = [r for r in VALIDATION["rows"] if not r["contended"]]
     assert len(own) >= 39
-    assert VALIDATION["worst"] <= 0.54
-    assert sum(abs(r["error"]) <= 0.15 for r in own) >= 31
+    assert VALIDATION["worst"] <= 0.41
+    assert sum(abs(r["error"]) <= 0.15 for r in own) >= 35
+    others = [r for r in own if r["name"] not in ("tiny-l2-h256", "tiny-l2-h256-ga1")]
+    assert max(abs(r["error"]) for r in others) <= 0.165  # moe8-top2, whose median holds cold-cache iterations
 
 
 def test_dense_runs_without_host_bound_or_moe_within_20_percent() -> None:
@@ -264,10 +267,11 @@ def test_dense_runs_without_host_bound_or_moe_within_20_percent() -> None:
     assert max(abs(r["error"]) for r in dense) <= 0.18
 
 
-def test_transformer_engine_runs_within_25_percent() -> None:
+def test_transformer_engine_runs_within_15_percent() -> None:
+    # issue 27's acceptance: every single-GPU TE run within 15 %, leave-one-out
     te = [r for r in VALIDATION["rows"] if r["te"]]
     assert len(te) >= 13
-    assert max(abs(r["error"]) for r in te) <= 0.25
+    assert max(abs(r["error"]) for r in te) <= 0.15
 
 
 def test_moe_experts_priced_by_the_profiled_gemm_host_cost() -> None:
@@ -280,11 +284,11 @@ def test_committed_fit_is_the_tools() -> None:
     from compiler.megatron import timing
 
     fit = VALIDATION["full"]
-    assert timing.HOST_PER_MICROBATCH == pytest.approx(fit.h_mb, abs=1e-6)
-    assert timing.HOST_PER_ITERATION == pytest.approx(fit.h_it, abs=1e-6)
+    assert timing.HOST_SPEED == pytest.approx(fit.speed, abs=1e-6)
     assert timing.TE_HOST_PER_LAYER == pytest.approx(fit.te_host, abs=1e-6)
     assert timing.TE_HOST_PER_ITERATION == pytest.approx(fit.te_it, abs=1e-6)
-    assert (timing.FUSED_ATTENTION_SHARE, timing.FUSED_ATTENTION_SCORE_S) == pytest.approx(fit.share)
+    assert timing.FUSED_ATTENTION_SHARE == pytest.approx(fit.share)
+    assert timing.TE_HOST_FORWARD_SHARE == pytest.approx(fit.te_forward)
 
 
 def test_performance_doc_is_what_the_tool_writes() -> None:

@@ -2,6 +2,7 @@
 """Summarise a torch profiler chrome trace of Megatron training steps (issue 26's host and MoE terms).
 
     python tools/trace_summary.py TRACE.json[.gz] [--top 30]
+    python tools/trace_summary.py TRACE.json[.gz] --phases   # the host's time by micro batch, layer, iteration
 
 Megatron writes the trace with `--profile --use-pytorch-profiler --profile-step-start A
 --profile-step-end B --tensorboard-dir D` to D/../torch_profile/rank-0.json.gz
@@ -68,8 +69,71 @@ def clip(intervals: list[tuple[float, float]], lo: float, hi: float) -> list[tup
     return [(max(s, lo), min(e, hi)) for s, e in intervals if e > lo and s < hi]
 
 
+def profiler_steps(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The profiled steps, once each (the trace repeats each ProfilerStep# as a GPU annotation)."""
+    return sorted((e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")
+                   and e.get("cat") == "user_annotation"), key=lambda e: e["ts"])
+
+
+LINEAR = "LinearWithGradAccumulationAndAsyncCommunication"  # Megatron's Linear autograd function (layers.py)
+
+
+def phases(events: list[dict[str, Any]], linears_per_layer: int = 4) -> list[dict[str, Any]]:
+    """Per profiled step, in ms: `periods` (each micro batch but the last, from its data loader call to
+    the next), `forward` and `backward` (each micro batch's spans on the two threads), `layer_forward`
+    and `layer_backward` (each dense layer between consecutive QKV Linear calls, the output layer's one
+    Linear counted after the layers), `iteration` (the step's host work outside its micro batches, less
+    its time in synchronising calls) and `iteration_sync`."""
+    out = []
+    sync_iv = union([(e["ts"], e["ts"] + e["dur"]) for e in events
+                     if e.get("cat") == "cuda_runtime" and e["name"] in SYNC])
+    for st in profiler_steps(events):
+        lo, hi, main = st["ts"], st["ts"] + st["dur"], st["tid"]
+        starts = sorted(e["ts"] for e in events if e.get("cat") == "user_annotation"
+                        and "DataLoader" in str(e["name"]) and lo <= e["ts"] < hi)
+        back = [e for e in events if e.get("cat") == "cpu_op" and e.get("tid") != main and lo <= e["ts"] < hi]
+        bounds = starts + [hi]
+        spans = []
+        for a, b in zip(bounds, bounds[1:]):
+            mine = [e for e in back if a <= e["ts"] < b]
+            spans.append((a, min(e["ts"] for e in mine), max(e["ts"] + e["dur"] for e in mine)))
+        own = [(lo, starts[0]), (spans[-1][2], hi)]
+        wait = sum(sum(e - s for s, e in clip(sync_iv, a, b)) for a, b in own)
+        fwd = sorted(e["ts"] for e in events if e.get("cat") == "cpu_op" and e["name"] == LINEAR
+                     and e.get("tid") == main and lo <= e["ts"] < hi)
+        bwd = sorted(e["ts"] for e in events if e.get("cat") == "cpu_op" and e["name"] == LINEAR + "Backward"
+                     and lo <= e["ts"] < hi)
+        per = len(fwd) // len(starts)  # linears a micro batch: the layers' and the output layer's
+        layers = (per - 1) // linears_per_layer if per % linears_per_layer == 1 else 0
+        lf, lb = [], []
+        for k in range(len(starts)):
+            f, g = fwd[k * per:(k + 1) * per], bwd[k * per:(k + 1) * per]
+            # forward: layer j's QKV call to layer j+1's; backward (output layer first, then each layer's
+            # FC2, FC1, projection, QKV): layer j's QKV backward to the one before it
+            lf += [(f[linears_per_layer * (j + 1)] - f[linears_per_layer * j]) / 1e3 for j in range(layers - 1)]
+            lb += [(g[linears_per_layer * (j + 2)] - g[linears_per_layer * (j + 1)]) / 1e3 for j in range(layers - 1)]
+        out.append({"periods": [(b - a) / 1e3 for a, b in zip(starts, starts[1:])],
+                    "forward": [(f - a) / 1e3 for a, f, _ in spans], "backward": [(e - f) / 1e3 for _, f, e in spans],
+                    "layer_forward": lf, "layer_backward": lb,
+                    "iteration": (sum(b - a for a, b in own) - wait) / 1e3, "iteration_sync": wait / 1e3})
+    return out
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def phases_text(events: list[dict[str, Any]], linears_per_layer: int = 4) -> str:
+    lines = ["| step | micro batch ms | forward ms | layer forward ms | layer backward ms | iteration ms | "
+             "iteration in syncs ms |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for i, p in enumerate(phases(events, linears_per_layer)):
+        lines.append(f"| {i} | {_mean(p['periods']):.2f} | {_mean(p['forward']):.2f} | {_mean(p['layer_forward']):.2f} | "
+                     f"{_mean(p['layer_backward']):.2f} | {p['iteration']:.2f} | {p['iteration_sync']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 def summarise(events: list[dict[str, Any]], top: int = 30) -> str:
-    steps = sorted((e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    steps = profiler_steps(events)
     gpu = [e for e in events if e.get("cat") in GPU_CATS]
     runtime = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")]
     lines = ["| step | wall ms | GPU busy ms | GPU idle ms | idle while host syncs ms | kernels | launches | sync calls | host in sync ms |",
@@ -126,8 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("trace", type=Path)
     p.add_argument("--top", type=int, default=30)
+    p.add_argument("--phases", action="store_true", help="the host's time by micro batch, layer and iteration")
+    p.add_argument("--linears-per-layer", type=int, default=4,
+                   help="Megatron Linear calls a layer makes (4 dense; 2 + 2 x local experts with MoE)")
     ns = p.parse_args(argv)
-    sys.stdout.write(summarise(load(ns.trace), ns.top))
+    events = load(ns.trace)
+    sys.stdout.write(phases_text(events, ns.linears_per_layer) if ns.phases else summarise(events, ns.top))
     return 0
 
 

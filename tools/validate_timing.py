@@ -10,9 +10,10 @@ its log (the model, layout, batch, precision, fusions, attention path) and its p
 the measured figure is the median `elapsed time per iteration` of the lines after iteration 3 (and
 after the first logged interval).
 
-Fitted: only HOST_PER_MICROBATCH and HOST_PER_ITERATION (Megatron's host work per micro batch and
-per iteration: no micro-benchmark isolates them), by least squares on the relative error of the
-runs in the fit set. Runs that shared their GPU with other jobs (`contended`: the failed-run batches
+Fitted: on the runs without Transformer Engine only HOST_SPEED, the scale of the host work the
+profiled runs measured (compiler/megatron/host_time.py: per layer pass, per micro batch, per iteration
+and parameter tensor); on the TE runs TE's host per layer pass and per iteration and its fused
+attention's rate; each by least squares on the relative error of the runs in the fit set. Runs that shared their GPU with other jobs (`contended`: the failed-run batches
 start several jobs at once on one H200, tests/fixtures/failed-runs/gpu-*summary.txt) are never fitted on,
 a rule fixed before any result was seen: their time is not their own. Leave-one-out: each
 uncontended run is predicted by the fit on all the others. MODEL_ERROR is the worst fold's |error|.
@@ -34,10 +35,11 @@ sys.path.insert(0, str(REPO / "tools"))
 
 from compiler.megatron.flops import FlopsArgs  # noqa: E402
 from compiler.megatron.gpus import GPUS  # noqa: E402
-from compiler.megatron.layer_time import Model, _recomputed_fraction  # noqa: E402
+from compiler.megatron import host_time  # noqa: E402
+from compiler.megatron.layer_time import Model  # noqa: E402
 from compiler.megatron.pretrain import padded_vocab_size  # noqa: E402
 from compiler.megatron.schedule import bubble_fraction  # noqa: E402
-from compiler.megatron.timing import Parallel, microbatch_seconds, step_time  # noqa: E402
+from compiler.megatron.timing import FUSED_ATTENTION_SCORE_S, Parallel, iteration_tensors, microbatch_seconds, step_time  # noqa: E402
 from measurements import parse_args_dump  # noqa: E402
 
 FIX = REPO / "tests" / "fixtures"
@@ -136,24 +138,27 @@ def inputs(run: Run) -> tuple[FlopsArgs, Parallel]:
         cross_entropy_fusion=_b(a, "cross_entropy_loss_fusion"), nan_check=_b(a, "check_for_nan_in_loss_and_grad"),
         model=Model(bias=_b(a, "add_bias_linear"), rope=a.get("position_embedding_type") == "rope",
                     learned_position=a.get("position_embedding_type") == "learned_absolute",
-                    layernorm=a.get("normalization") != "RMSNorm", dtype="fp16" if precision == "fp16" else "bf16"))
+                    layernorm=a.get("normalization") != "RMSNorm", dtype="fp16" if precision == "fp16" else "bf16",
+                    untied=_b(a, "untie_embeddings_and_output_weights")))
     return fa, par
 
 
-# Fused attention tried for the Transformer Engine runs: its FLOPs' share of the layer's GEMM rate, and
-# its cost per causal score beside them (0 to 16 ps)
-SHARES = tuple((round(0.2 + 0.1 * i, 1), k * 2e-12) for i in range(5) for k in range(9))
+# Fused attention tried for the Transformer Engine runs: its FLOPs' share of the layer's GEMM rate (its cost
+# per causal score is the measured dropout's, timing.FUSED_ATTENTION_SCORE_S)
+SHARES = tuple(round(0.2 + 0.05 * i, 2) for i in range(11))
+# Transformer Engine's host share of a micro batch before the loss's sync, tried
+TE_FORWARD_SHARES = (0.5, 0.6, 0.7, 0.8)
 
 
 class Fit(NamedTuple):
-    """The fitted constants: host per micro batch and per iteration (all runs), Transformer Engine's
-    host per layer pass and its fused attention's share of the GEMM rate (the TE runs)."""
+    """The fitted constants: the host's speed (the runs without TE), Transformer Engine's host per layer
+    pass and per iteration and its fused attention's rate (the TE runs)."""
 
-    h_mb: float
-    h_it: float
+    speed: float
     te_host: float = 0.0
-    share: tuple[float, float] = (0.6, 0.0)  # fused attention: (share of the GEMM rate, seconds a causal score)
+    share: float = 0.6  # fused attention: its share of the layer's GEMM rate
     te_it: float = 0.0  # TE's host per iteration (FusedAdam, TE's multi-tensor grad norm: another tail)
+    te_forward: float = 0.5  # TE's host share of a micro batch before the loss's sync
 
 
 class Parts(NamedTuple):
@@ -162,50 +167,52 @@ class Parts(NamedTuple):
     m: int
     pp: int
     v: int
-    # per fused-attention share (one entry for a run without TE): per stage (GPU s, launches s, MoE host s,
-    # TE layer passes)
+    # per fused-attention share (one entry for a run without TE): per stage (GPU s, MoE launches s, MoE host
+    # s, layer passes)
     stages: tuple[tuple[tuple[float, float, float, float], ...], ...]
     rest: float  # communication and optimizer, exposed
     te: bool
     nan_check: bool
+    tensors: int  # parameter tensors the optimizer walks one by one (timing.iteration_tensors)
 
 
 def parts(run: Run) -> Parts:
     fa, par = inputs(run)
     te = par.stack.startswith("te")
     table = []
-    for share, score in (SHARES if te else ((0.6, 0.0),)):
-        step = step_time(fa, par._replace(fused_attention_share=share, fused_attention_score_s=score), GPUS["h200"],
-                         run.params,
-                         host_per_microbatch=0.0, host_per_iteration=0.0, te_host_per_layer=0.0)
-        passes = [s.layers * (1 + _recomputed_fraction(par, s.layers) / 3) if te else 0.0 for s in step.stages]
-        table.append(tuple((s.gpu_s, s.launch_s, s.moe_host_s, n) for s, n in zip(step.stages, passes)))
+    for share in (SHARES if te else (0.6,)):
+        step = step_time(fa, par._replace(fused_attention_share=share, fused_attention_score_s=FUSED_ATTENTION_SCORE_S),
+                         GPUS["h200"],
+                         run.params, host_speed=0.0, host_per_iteration=0.0, te_host_per_layer=0.0)
+        table.append(tuple((s.gpu_s, s.launch_s, s.moe_host_s, s.passes) for s in step.stages))
     rest = sum(t.seconds for t in step.terms if t.exposed and t.name not in ("compute", "bubble", "iteration"))
     return Parts(par.microbatches, par.pipeline, par.virtual_pipeline or 1, tuple(table), rest, te,
-                 _b(run.args, "check_for_nan_in_loss_and_grad"))
+                 _b(run.args, "check_for_nan_in_loss_and_grad"), iteration_tensors(fa, par))
 
 
 def predict(p: Parts, f: Fit) -> float:
+    """timing.step_time's sum with the fit's constants: a stage's host is its MoE launches, the profiled
+    micro batch at the host's speed and its layer passes (TE's fitted figure, or the profiled one)."""
     stages = p.stages[SHARES.index(f.share)] if p.te else p.stages[0]
-    per = [microbatch_seconds(g, launch + f.h_mb + f.te_host * n, p.nan_check) + moe for g, launch, moe, n in stages]
+    layer = f.te_host if p.te else f.speed * host_time.LAYER_PASS_S
+    forward = f.te_forward if p.te else host_time.MICROBATCH_FORWARD_SHARE
+    per = [microbatch_seconds(g, launch + f.speed * host_time.MICROBATCH_S + layer * n, p.nan_check, forward) + moe
+           for g, launch, moe, n in stages]
     # the schedule's bubble, as timing.step_time takes it: (pp - 1) / v micro batches of the mean stage
     bubble = bubble_fraction(p.pp, p.v if p.v > 1 else None, p.m) * p.m * sum(per) / len(per)
-    return p.m * max(per) + bubble + p.rest + (f.te_it if p.te else f.h_it)
+    it = f.te_it if p.te else f.speed * (host_time.ITERATION_S + host_time.PER_TENSOR_S * p.tensors)
+    return p.m * max(per) + bubble + p.rest + it
+
+
+# Host speeds tried: 0.005 to 1.5 of the profiled figures
+SPEEDS = tuple(k * 0.005 for k in range(1, 301))
 
 
 def _fit_host(ps: list[Parts], ys: list[float], f: Fit) -> Fit:
-    """(h_mb, h_it) on the runs without TE, minimising the summed squared relative error, both >= 0:
-    h_it in closed form for each h_mb on a 0.05 ms grid up to 30 ms."""
+    """The host's speed on the runs without TE, minimising the summed squared relative error."""
     local = [(p, y) for p, y in zip(ps, ys) if not p.te]
-    best = (float("inf"), 0.0, 0.0)
-    for i in range(601):
-        h_mb = i * 5e-5
-        base = [(predict(p, f._replace(h_mb=h_mb, h_it=0.0)), y) for p, y in local]
-        h_it = _closed_form(base)
-        sse = sum(((b + h_it) / y - 1) ** 2 for b, y in base)
-        if sse < best[0]:
-            best = (sse, h_mb, h_it)
-    return f._replace(h_mb=best[1], h_it=best[2])
+    return min((f._replace(speed=k) for k in SPEEDS),
+               key=lambda g: sum((predict(p, g) / y - 1) ** 2 for p, y in local))
 
 
 def _closed_form(base: list[tuple[float, float]]) -> float:
@@ -214,15 +221,16 @@ def _closed_form(base: list[tuple[float, float]]) -> float:
 
 
 def _fit_te(ps: list[Parts], ys: list[float], f: Fit) -> Fit:
-    """On the TE runs (h_mb as the others have it): TE's host per layer pass (0.1 ms grid up to 10 ms),
-    its fused attention (SHARES) and its host per iteration (closed form)."""
+    """On the TE runs (the host's speed as the others have it, for the micro batch beyond the layers):
+    TE's host per layer pass (0.1 ms grid up to 10 ms), its fused attention's share (SHARES), its host's
+    forward share (TE_FORWARD_SHARES) and its host per iteration (closed form)."""
     te = [(p, y) for p, y in zip(ps, ys) if p.te]
     if not te:
         return f
     best = (float("inf"), f)
-    for share in SHARES:
+    for share, forward in ((s, a) for s in SHARES for a in TE_FORWARD_SHARES):
         for k in range(101):
-            g = f._replace(te_host=k * 1e-4, share=share, te_it=0.0)
+            g = f._replace(te_host=k * 1e-4, share=share, te_it=0.0, te_forward=forward)
             base = [(predict(p, g), y) for p, y in te]
             c = _closed_form(base)
             sse = sum(((b + c) / y - 1) ** 2 for b, y in base)
@@ -232,8 +240,8 @@ def _fit_te(ps: list[Parts], ys: list[float], f: Fit) -> Fit:
 
 
 def fit(ps: list[Parts], ys: list[float]) -> Fit:
-    """The host pair on the runs without TE, then the TE triple on the TE runs."""
-    return _fit_te(ps, ys, _fit_host(ps, ys, Fit(0.0, 0.0)))
+    """The host's speed on the runs without TE, then the TE constants on the TE runs."""
+    return _fit_te(ps, ys, _fit_host(ps, ys, Fit(0.0)))
 
 
 def validate() -> dict[str, Any]:
@@ -268,9 +276,9 @@ def main(argv: list[str] | None = None) -> int:
         flag = " contended" if row["contended"] else ""
         print(f"{row['name']:<36} {row['measured_ms']:9.1f} {row['loo_ms']:9.1f} {row['error'] * 100:+7.1f}%{flag}")
     f = result["full"]
-    print(f"fit: host per micro batch {f.h_mb * 1e3:.2f} ms, per iteration {f.h_it * 1e3:.2f} ms, TE per layer "
-          f"{f.te_host * 1e3:.2f} ms (per iteration {f.te_it * 1e3:.2f} ms), fused attention {f.share[0]:.1f} of the GEMM "
-          f"rate + {f.share[1] * 1e12:.0f} ps a score; "
+    print(f"fit: host speed {f.speed:.3f} of the profiled figures, TE per layer "
+          f"{f.te_host * 1e3:.2f} ms (per iteration {f.te_it * 1e3:.2f} ms, forward share {f.te_forward:.1f}), fused "
+          f"attention {f.share:.2f} of the GEMM rate; "
           f"LOO worst {result['worst'] * 100:.1f}% (all runs {result['worst_all'] * 100:.1f}%)")
     if ns.write:
         import perfdoc

@@ -25,8 +25,9 @@ share of the GEMM rate and cost per score timing.py passes in, fitted on the TE 
   counts (token_dispatcher.py:299 .cpu(), :305 .item(), experts.py:1234 .tolist()) leave the GPU
   nothing queued: each expert call's host time beyond its GPU time is waited for (`moe_wait`).
 
-Host: every kernel costs the measured launch time on the host; LAUNCHES_* are counts of the kernels
-the local layer's forward and backward issue (read from the source, not measured).
+Host: a layer pass, a micro batch and an iteration cost what the profiled runs measured
+(host_time.py, scaled by timing.HOST_SPEED); MoE's routing and local experts add their kernel launches
+(LAUNCHES_*, counts read from the source) at the measured launch cost.
 """
 
 from __future__ import annotations
@@ -36,10 +37,8 @@ from typing import Any
 from ..tuples import NamedTuple
 from . import rates
 
-# Kernel launches per layer and micro batch (forward + backward), counted from the local layer spec
-# (norms, linears and their bias adds, RoPE, the attention's reshapes, softmax, dropouts, residuals,
-# the main_grad accumulation of each parameter): dense layer, and per local expert.
-LAUNCHES_PER_LAYER = 120
+# Kernel launches a MoE layer adds to the dense layer pass host_time.py measured (forward + backward),
+# counted from the source: per local expert, and the routing.
 LAUNCHES_PER_EXPERT = 14
 LAUNCHES_MOE_ROUTING = 40  # router GEMM, softmax, top-k, aux bookkeeping, permute, unpermute, fwd + bwd
 # Host time of one expert GEMM call (aten::mm) at a token count cuBLAS has not seen: the mean over the
@@ -50,10 +49,10 @@ LAUNCHES_MOE_ROUTING = 40  # router GEMM, softmax, top-k, aux bookkeeping, permu
 EXPERT_GEMM_HOST_S = 3.54e-4
 EXPERT_GEMMS = 6
 # Fused attention (TE, cuDNN): its FLOPs (the causal half) at a share of the layer's GEMM rate, plus a
-# cost per computed score that does not grow with the head size (the softmax and the attention dropout's
-# random numbers, forward and again backward). 0.6 and nothing per score is the assumption for systems no
-# run here measured (tools/published_check.py); timing.py passes both as fitted on Transformer Engine's
-# H200 runs (timing.FUSED_ATTENTION_SHARE and FUSED_ATTENTION_SCORE_S).
+# cost per computed score that does not grow with the head size (the attention dropout's random numbers,
+# forward and again backward). 0.6 and nothing per score is the assumption for systems no run here
+# measured (tools/published_check.py); timing.py passes the share fitted on Transformer Engine's H200
+# runs (timing.FUSED_ATTENTION_SHARE) and the measured dropout's cost per score (FUSED_ATTENTION_SCORE_S).
 FUSED_ATTENTION_SHARE = 0.6
 CROSS_ENTROPY_BYTES = 52
 # --cross-entropy-loss-fusion (fusions/fused_cross_entropy.py, torch.compile'd): max 2 bytes a logit
@@ -72,7 +71,7 @@ class StageWork(NamedTuple):
     moe: float  # routing, permutation and the experts' GEMMs
     head: float  # output layer, final norm, cross entropy (last stage)
     embedding: float  # first stage
-    launches: int
+    launches: int  # MoE's kernel launches beyond the measured dense layer pass (routing, local experts)
     moe_layers: int  # layers whose host waits for the GPU (token counts)
     recompute: float  # the forward repeated by recompute (in the terms above too)
     moe_wait: float = 0.0  # the expert calls' host time beyond their GPU time, waited for (all MoE layers)
@@ -90,6 +89,7 @@ class Model(NamedTuple):
     learned_position: bool = True
     layernorm: bool = True  # False: RMSNorm (one statistic, no bias)
     dtype: str = "bf16"  # GEMM table: bf16 or fp16 (fp8 uses bf16's table and the FP8 ratio)
+    untied: bool = False  # --untie-embeddings-and-output-weights: the output layer's own weight
 
 
 def _ffn_in(args: Any, ffn: int) -> int:
@@ -165,7 +165,7 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
     ew_fwd = ew / 3  # forward is about a third of forward + backward (the measured fwd/fwd+bwd ratios)
     # -- MoE
     moe_s = moe_fwd = moe_wait = 0.0
-    launches = LAUNCHES_PER_LAYER
+    launches = 0
     if moe:
         moe_s, moe_fwd, expert_launches, moe_wait = _moe(args, par, tokens, dt)
         launches += expert_launches
@@ -197,7 +197,7 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
         elementwise=layers * ew * (1 + fraction / 3),
         grad_accumulation=accumulate,
         moe=layers * moe_s * (1 + fraction / 3),
-        head=head, embedding=emb, launches=int(layers * launches * (1 + fraction / 3)) + (60 if last else 0),
+        head=head, embedding=emb, launches=int(layers * launches * (1 + fraction / 3)),
         moe_layers=layers if moe else 0, recompute=recompute, moe_wait=layers * moe_wait * (1 + fraction / 3))
 
 

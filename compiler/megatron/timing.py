@@ -7,15 +7,17 @@ source):
         GPU  = layer_time.stage_work: GEMMs and batched matmuls from the measured GEMM/bmm tables,
                bandwidth-bound passes counted from the source at their measured per-element cost,
                the fp32 gradient accumulation at the measured HBM rate, the head and the embedding
-        host = launches x the measured launch cost + HOST_PER_MICROBATCH
+        host = HOST_SPEED x (the profiled host time of a layer pass x passes + of the rest of a micro
+               batch) (host_time.py) + MoE's launches x the measured launch cost
     pipeline (1F1B)          = m x the slowest stage + (pp - 1) / v x the mean stage   (the bubble)
     communication            = comm_time: latency + bytes / bandwidth per link class, less overlap
     optimizer                = the measured AdamW step on the rank's shard + the grad norm, zeroing
                                and the parameter copy at the HBM rate
-    iteration                = HOST_PER_ITERATION (Megatron's host-side step work)
+    iteration                = HOST_SPEED x (the profiled iteration's host work + per parameter tensor
+                               without Apex or TE: the gradient norm's sync and the optimizer's copies)
 
-Two constants cannot be measured by a micro-benchmark and are fitted on the H200 runs
-(tools/validate_timing.py, leave-one-out): HOST_PER_MICROBATCH and HOST_PER_ITERATION. STACK_FACTOR
+The host's work is measured in profiled runs (host_time.py); its speed, HOST_SPEED, is the one constant
+of the runs without TE fitted on the H200 runs (tools/validate_timing.py, leave-one-out). STACK_FACTOR
 scales the GPU time for software stacks no H200 run used (Transformer Engine, Megatron-DeepSpeed);
 fitted on the published runs (docs/performance-model.md), labelled so. Other GPUs than the H200
 scale the GEMMs by the dense peak and the passes by the HBM bandwidth of gpus.py's table.
@@ -29,8 +31,10 @@ from ..tuples import NamedTuple
 from . import rates
 from .comm_time import communication
 from .flops import flops_args, flops_split
+from . import host_time
+from .host_time import microbatch_seconds
 from .gpus import GPUS, Gpu, gpu_named, gpu_of_flavor
-from .layer_time import LAUNCHES_PER_LAYER, Model, StageWork, _recomputed_fraction, stage_work
+from .layer_time import Model, StageWork, _recomputed_fraction, stage_work
 from .memory import Estimate, estimate
 from .parallel import ParallelLayout, parallel_layout, world_size
 from .performance import grouped_gemm, nan_check, resolve
@@ -42,17 +46,26 @@ if TYPE_CHECKING:  # the spec as the step model reads it
     from .flags import SpecView
 
 # BEGIN FIT (tools/validate_timing.py --write; docs/performance-model.md has the runs and the folds)
-HOST_PER_MICROBATCH = 0.004650
-HOST_PER_ITERATION = 0.014560
-MODEL_ERROR = 0.18
-TE_HOST_PER_LAYER = 0.004200
-TE_HOST_PER_ITERATION = 0.019591
+HOST_SPEED = 0.635
+MODEL_ERROR = 0.15
+TE_HOST_PER_LAYER = 0.003200
+TE_HOST_PER_ITERATION = 0.019666
 FUSED_ATTENTION_SHARE = 0.50
-FUSED_ATTENTION_SCORE_S = 4.0e-12
+TE_HOST_FORWARD_SHARE = 0.80
 STACK_FACTOR: dict[str, float] = {"local": 1.0, "te": 0.980, "deepspeed": 0.589}
 FP8_GEMM_FACTOR = 0.60
 # END FIT
 FIT_SOURCE = "fitted by tools/validate_timing.py on the kept H200 runs (leave-one-out in docs/performance-model.md)"
+# The profiled host figures (host_time.py) at the fitted host speed: a micro batch beyond its layers, a
+# dense layer pass, an iteration beyond its parameter tensors
+HOST_PER_MICROBATCH = HOST_SPEED * host_time.MICROBATCH_S
+HOST_PER_LAYER = HOST_SPEED * host_time.LAYER_PASS_S
+HOST_PER_ITERATION = HOST_SPEED * host_time.ITERATION_S
+# Fused attention's cost per causal score beside its FLOPs: the attention dropout (Megatron's default 0.1,
+# which compiled specs keep), whose random numbers cuDNN draws in the forward kernel and again in the
+# backward, priced as torch's dropout measured per element forward and backward (tools/microbench.py);
+# softmax and its statistics ride in the kernels' FLOPs
+FUSED_ATTENTION_SCORE_S = rates.op_seconds("dropout", 1)
 # FP8 GEMMs on Hopper run at twice the bf16 rate on paper; the published H100 steps (dgxc rows of
 # tests/fixtures/published) give the whole step, not the GEMM: STACK_FACTOR["te-fp8"] carries it.
 MEASURED_GPU = "h200"
@@ -90,7 +103,7 @@ class Parallel(NamedTuple):
     grouped_gemm: bool = False  # --moe-grouped-gemm (TE's GroupedLinear experts)
     cross_entropy_fusion: bool = False  # --cross-entropy-loss-fusion
     fused_attention_share: float | None = None  # None: the fitted FUSED_ATTENTION_SHARE
-    fused_attention_score_s: float | None = None  # None: the fitted FUSED_ATTENTION_SCORE_S
+    fused_attention_score_s: float | None = None  # None: FUSED_ATTENTION_SCORE_S (the measured dropout's)
     # --check-for-nan-in-loss-and-grad (Megatron's default; arguments.py:1164-1170 turns it off for fp16
     # with dynamic loss scaling): None, as Megatron decides
     nan_check: bool | None = None
@@ -123,9 +136,10 @@ class StageTime(NamedTuple):
     gpu_s: float
     host_s: float
     layers: int
-    launch_s: float = 0.0  # the host's kernel launches (host_s less HOST_PER_MICROBATCH)
+    launch_s: float = 0.0  # MoE's kernel launches on the host (routing, local experts)
     moe_host_s: float = 0.0  # the expert calls' host time beyond their GPU time (layer_time moe_wait), added
     gemm_share: float = 0.0  # of gpu_s, the dense GEMMs' (what FP8 speeds up)
+    passes: float = 0.0  # layer passes the host runs (a recomputed forward its measured share of one)
 
 
 class StepTime(NamedTuple):
@@ -165,40 +179,50 @@ def stack_factor(par: Parallel, gpu: Gpu | None = None) -> tuple[float, bool]:
 
 def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
               host_per_microbatch: float | None = None, host_per_iteration: float | None = None,
-              stack: float | None = None, te_host_per_layer: float | None = None) -> StepTime:
+              stack: float | None = None, te_host_per_layer: float | None = None,
+              host_speed: float | None = None) -> StepTime:
     """Seconds per iteration for Megatron args `args` (FlopsArgs) on layout `par` of `gpu`s;
     params_per_rank: the most loaded rank's parameters (the memory estimator's). The host constants
-    and the stack factor default to the committed fit (tools/validate_timing.py passes its folds')."""
-    h_mb = HOST_PER_MICROBATCH if host_per_microbatch is None else host_per_microbatch
-    h_it = (TE_HOST_PER_ITERATION if _te(par) else HOST_PER_ITERATION) if host_per_iteration is None \
-        else host_per_iteration
+    and the stack factor default to the committed fit (tools/validate_timing.py passes its folds'):
+    host_speed scales every profiled host figure; host_per_microbatch replaces a micro batch's beyond
+    its layers, host_per_iteration the whole iteration's."""
+    speed = HOST_SPEED if host_speed is None else host_speed
+    h_mb = speed * host_time.MICROBATCH_S if host_per_microbatch is None else host_per_microbatch
     factor, fitted = (stack, True) if stack is not None else stack_factor(par, gpu)
-    h_te = (TE_HOST_PER_LAYER if te_host_per_layer is None else te_host_per_layer) if _te(par) else 0.0
+    # a layer pass on the host: Transformer Engine's layers TE_HOST_PER_LAYER (fitted on the TE runs), the
+    # local layer's the profiled figure at the host's speed; a stack no H200 run used (Megatron-DeepSpeed)
+    # its kernel launches at the measured launch cost, a floor to which tools/published_check.py fits its own
+    launch = rates.host_seconds_per_launch()
+    h_layer = (TE_HOST_PER_LAYER if te_host_per_layer is None else te_host_per_layer) if _te(par) \
+        else speed * host_time.LAYER_PASS_S if par.stack == "local" else host_time.LAUNCHES_PER_LAYER * launch
     if _te(par) and par.fused_attention_share is None:
         par = par._replace(fused_attention_share=FUSED_ATTENTION_SHARE)
     if _te(par) and par.fused_attention_score_s is None:
         par = par._replace(fused_attention_score_s=FUSED_ATTENTION_SCORE_S)
     pp, m, v = par.pipeline, par.microbatches, par.virtual_pipeline or 1
     layers = args.num_layers // pp
-    launch = rates.host_seconds_per_launch()
+    passes = layer_passes(par, layers)
+    # the host's share of a micro batch before the loss's sync: the local layer's measured, Transformer
+    # Engine's (whose forward carries most of its Python) fitted on the TE runs
+    forward_share = TE_HOST_FORWARD_SHARE if _te(par) else host_time.MICROBATCH_FORWARD_SHARE
     stages: list[StageTime] = []
     works: list[StageWork] = []
     for name, first, last in ((("first", True, pp == 1),) + ((("last", False, True),) if pp > 1 else ())):
         w = stage_work(args, par.model, par, layers, first, last)
         g = _scale(gpu, w, factor, par.precision == "fp8")
-        launches = w.launches
-        if _te(par):
-            # Transformer Engine's layers: TE_HOST_PER_LAYER a layer pass, forward and backward (fitted on
-            # the TE runs; a recomputed forward a third of one), in place of the local layer's launch count
-            passes = layers * (1 + _recomputed_fraction(par, layers) / 3)
-            launches -= int(passes * LAUNCHES_PER_LAYER)
-        host = launches * launch + h_mb + (h_te * passes if _te(par) else 0.0)
+        host = w.launches * launch + h_mb + h_layer * passes
         moe_host = w.moe_wait
         share = _scale(gpu, w._replace(attention=0, elementwise=0, grad_accumulation=0, head=0, embedding=0),
                        factor, par.precision == "fp8") / g if g else 0.0
-        stages.append(StageTime(name, microbatch_seconds(g, host, _nan_check(par)) + moe_host, g, host, layers,
-                                host - h_mb, moe_host, share))
+        stages.append(StageTime(name, microbatch_seconds(g, host, _nan_check(par), forward_share) + moe_host, g, host, layers,
+                                w.launches * launch, moe_host, share, passes))
         works.append(w)
+    if host_per_iteration is not None:
+        h_it = host_per_iteration
+    elif _te(par):
+        h_it = TE_HOST_PER_ITERATION
+    else:
+        h_it = speed * (host_time.ITERATION_S + host_time.PER_TENSOR_S * iteration_tensors(args, par))
     slowest = max(s.microbatch_s for s in stages)
     mean = sum(s.microbatch_s for s in stages) / len(stages)
     compute = m * slowest
@@ -222,12 +246,17 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
         if 0 < c.exposed < c.seconds * 0.999:
             terms.append(Term(c.name + "-exposed", c.exposed, True, False, "what the overlap leaves on the critical path"))
     terms.append(optimizer)
-    terms.append(Term("iteration", h_it, True, True, f"Megatron's host-side step work per iteration, {FIT_SOURCE}"))
+    terms.append(Term("iteration", h_it, True, True, "Megatron's host-side step work per iteration, " + (
+        f"Transformer Engine's {FIT_SOURCE}" if _te(par) else
+        f"profiled (host_time.py{'' if _fused_optimizer(par) else '; its gradient norm syncs per parameter tensor'}) "
+        f"at the host's speed {FIT_SOURCE}")))
     seconds = sum(t.seconds for t in terms if t.exposed)
     split = flops_split(args, par.global_batch)
     tokens = par.global_batch * args.seq_length
     util = split.total / (seconds * par.world * gpu.bf16_dense_tflops * 1e12)
-    source = (f"host per micro batch {h_mb * 1e3:.2f} ms and per iteration {h_it * 1e3:.2f} ms {FIT_SOURCE}; "
+    source = (f"host per micro batch {h_mb * 1e3:.2f} ms, per layer pass {h_layer * 1e3:.2f} ms and per iteration "
+              f"{h_it * 1e3:.2f} ms: profiled (host_time.py) at a host speed"
+              f"{', TE layer pass, iteration and forward share' if _te(par) else ''} {FIT_SOURCE}; "
               "every other rate measured on the H200 (tools/microbench.py)")
     return StepTime(seconds, tuple(terms), split.total, tokens / seconds, split.total / (seconds * 1e12 * par.world),
                     util, source, tuple(stages), par.virtual_pipeline)
@@ -237,23 +266,30 @@ def _nan_check(par: Parallel) -> bool:
     return par.precision != "fp16" if par.nan_check is None else par.nan_check
 
 
-# Share of a micro batch's host time spent before its loss (the forward), and of its GPU time: the
-# profiled tiny model's host spends about half of each micro batch in the forward
-# (tests/fixtures/measurements/profiles/tiny-l2-h256-prof-trace.json.gz: ~8 of ~17 ms); the GPU a
-# third (the backward's two GEMMs per forward one)
-HOST_FORWARD_SHARE = 0.5
-GPU_FORWARD_SHARE = 1 / 3
+def layer_passes(par: Parallel, layers: int) -> float:
+    """Layer passes a stage's host runs a micro batch: each layer's forward and backward, and full
+    recompute's forward again: the local layer's measured share of a pass (host_time.LAYER_FORWARD_SHARE);
+    Transformer Engine's, which no profile measured, the GPU's third."""
+    share = host_time.GPU_FORWARD_SHARE if _te(par) else host_time.LAYER_FORWARD_SHARE
+    return layers * (1 + _recomputed_fraction(par, layers) * share)
 
 
-def microbatch_seconds(gpu_s: float, host_s: float, nan_check: bool) -> float:
-    """One micro batch from its GPU and host time. With the NaN check, the loss function's isnan/isinf
-    (pretrain_gpt.py:151-165, rerun_state_machine.validate_result: a host sync) splits it: the host
-    cannot launch the backward before the GPU has finished the forward, so forward and backward each
-    take the longer of the two; without it the host runs ahead across both."""
-    if not nan_check:
-        return max(gpu_s, host_s)
-    return (max(gpu_s * GPU_FORWARD_SHARE, host_s * HOST_FORWARD_SHARE)
-            + max(gpu_s * (1 - GPU_FORWARD_SHARE), host_s * (1 - HOST_FORWARD_SHARE)))
+def iteration_tensors(args: Any, par: Parallel) -> int:
+    """Parameter tensors the most loaded stage's optimizer walks one by one (without Apex or TE:
+    the local gradient norm's sync, the distributed optimizer's copies); 0 with a fused optimizer."""
+    if _fused_optimizer(par):
+        return 0
+    pp, layers = par.pipeline, args.num_layers // par.pipeline
+    stages = ((True, pp == 1),) + (((False, True),) if pp > 1 else ())
+    return max(host_time.param_tensors(args, par.model, layers, first, last, par.model.untied, par.expert)
+               for first, last in stages)
+
+
+def _fused_optimizer(par: Parallel) -> bool:
+    """Megatron takes TE's FusedAdam and multi-tensor gradient norm when TE imports (optimizer/__init__.py:14,
+    clip_grads.py:12), else Apex's (:20), which the Megatron-DeepSpeed stack has; torch's AdamW (foreach)
+    and the per-tensor local_multi_tensor_l2_norm only without either."""
+    return _te(par) or par.stack.startswith("deepspeed")
 
 
 def _te(par: Parallel) -> bool:
@@ -271,9 +307,7 @@ def _optimizer(par: Parallel, gpu: Gpu, params_per_rank: float) -> Term:
     bytes per parameter) at the measured HBM rate."""
     local = params_per_rank / (par.data * par.context) if par.distributed_optimizer else params_per_rank
     ref = GPUS[MEASURED_GPU]
-    # Megatron takes TE's FusedAdam when TE imports (optimizer/__init__.py:14), else Apex's (:20), which
-    # the Megatron-DeepSpeed stack has; torch's AdamW (foreach) only without either
-    if _te(par) or par.stack.startswith("deepspeed"):
+    if _fused_optimizer(par):
         adam = FUSED_ADAM_BYTES * local / (rates.hbm_bytes_per_second() * gpu.hbm_tb_s / ref.hbm_tb_s)
     else:
         adam = rates.adam_seconds(local) * ref.hbm_tb_s / gpu.hbm_tb_s
@@ -359,5 +393,6 @@ def parallel_of(spec: SpecView | JobSpec, layout: ParallelLayout) -> Parallel:
         precision=t.precision, stack="local" if local else "te",
         model=Model(bias=not m.disable_bias_linear, rope=m.position_embedding == "rope",
                     learned_position=m.position_embedding == "learned_absolute",
-                    layernorm=m.normalization != "RMSNorm", dtype="fp16" if t.precision == "fp16" else "bf16"),
+                    layernorm=m.normalization != "RMSNorm", dtype="fp16" if t.precision == "fp16" else "bf16",
+                    untied=m.untie_embeddings),
     )

@@ -1,0 +1,83 @@
+"""Megatron's host work per layer pass, per micro batch and per iteration, measured in torch-profiler
+traces of pretrain_gpt.py on the lent H200 (issue 26).
+
+Where the GPU has little to do, a step is the host's time: Python, autograd and the kernel launches of
+every op. tests/fixtures/measurements/profiles holds two profiled runs of compiled launch commands
+(`transformer_impl: local`, no Apex or TE, bf16, the distributed optimizer, log interval 1);
+`python tools/trace_summary.py TRACE --phases` splits each profiled step into its micro batches (the data
+loader's `__next__` opens one), each micro batch's forward (main thread) and backward (autograd thread),
+each dense layer's forward and backward (between consecutive QKV Linear calls), and the iteration's own
+host work after the last backward (the host's time waiting in synchronising calls taken out: that is the
+GPU's optimizer work, priced on its own):
+
+- tiny-l2-h256 (L2 h256, 4 micro batches, 28 parameter tensors): a micro batch 17.2 ms from one data
+  loader call to the next, of which each dense layer 5.76 ms (forward 2.66, backward 3.10), the rest
+  (embedding, output layer and cross entropy, loss function, the schedule's Python) 5.64 ms; the forward
+  0.505 of the micro batch's forward and backward; the iteration 10.1 ms;
+- moe8-top2 (L4 with 8 local experts, 1 micro batch, 96 parameter tensors): the iteration 22.6 ms.
+
+The iteration's host work grows with the parameter tensors: without Apex or TE the gradient norm is
+megatron/core/utils.py:1185 local_multi_tensor_l2_norm, a torch.norm and a host sync (`torch.tensor` of
+CUDA scalars) per tensor, and the distributed optimizer copies each tensor's gradient to its fp32 main
+gradient and each main parameter back (distrib_optimizer.py). The two traces give 0.184 ms a tensor and
+4.94 ms for the rest (the optimizer step's launches, timers, logging, the barrier of the interval timer).
+
+These are profiled times on one lent machine: torch.profiler adds a few microseconds to each op and each
+lent host runs Python at its own speed. timing.HOST_SPEED converts them to a run's time: the one host
+constant of the model, fitted on the runs without TE (tools/validate_timing.py, leave-one-out). The split
+between layers, micro batch and iteration is measured; only its scale is fitted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# profiled seconds (tools/trace_summary.py --phases on the fixtures; tests/test_timing.py recomputes them)
+LAYER_PASS_S = 5.76e-3  # one dense layer's forward and backward
+LAYER_FORWARD_SHARE = 0.46  # of it, the forward (what full recompute repeats)
+MICROBATCH_S = 5.64e-3  # a micro batch beyond its layers
+MICROBATCH_FORWARD_SHARE = 0.505  # of a micro batch's host time, before the loss (the NaN check's sync)
+ITERATION_S = 4.94e-3  # the iteration's host work beyond its per-tensor part
+PER_TENSOR_S = 1.84e-4  # per parameter tensor of the rank, without Apex or TE (grad norm sync, copies)
+# Kernels a local layer launches a pass (norms, linears and their bias adds, RoPE, the attention's reshapes,
+# softmax, dropouts, residuals, forward and backward; counted from the source): the host floor of a stack
+# no profile measured, at the measured launch cost
+LAUNCHES_PER_LAYER = 120
+
+
+def param_tensors(args: Any, model: Any, layers: int, first: bool, last: bool, untied: bool = False,
+                  expert_parallel: int = 1) -> int:
+    """Parameter tensors on a stage: each layer's norms (weight, and bias with LayerNorm) and linears
+    (weight, and bias with add_bias_linear: QKV, projection, FC1, FC2; with MoE the router and each
+    local expert's FC1 and FC2: num_experts / EP of them), the first stage's word (and learned position) embeddings, the last
+    stage's final norm and output layer (the embedding's copy where tied and the stages differ)."""
+    norm = 2 if model.layernorm else 1
+    linear = 2 if model.bias else 1
+    per_layer = 2 * norm + 2 * linear
+    if args.num_experts is None:
+        per_layer += 2 * linear
+    else:
+        per_layer += 1 + 2 * linear * max(1, args.num_experts // expert_parallel)
+    n = layers * per_layer
+    if first:
+        n += 1 + (1 if model.learned_position else 0)
+    if last:
+        n += norm + (1 if untied or not first else 0)
+    return n
+
+
+# The GPU's share of a micro batch before its loss: a third (the backward's two GEMMs per forward one)
+GPU_FORWARD_SHARE = 1 / 3
+
+
+def microbatch_seconds(gpu_s: float, host_s: float, nan_check: bool,
+                       forward_share: float = MICROBATCH_FORWARD_SHARE) -> float:
+    """One micro batch from its GPU and host time. With the NaN check, the loss function's isnan/isinf
+    (pretrain_gpt.py:151-165, rerun_state_machine.validate_result: a host sync) splits it: the host
+    cannot launch the backward before the GPU has finished the forward, so forward and backward each
+    take the longer of the two (the host's forward `forward_share` of its time); without it the host
+    runs ahead across both."""
+    if not nan_check:
+        return max(gpu_s, host_s)
+    return (max(gpu_s * GPU_FORWARD_SHARE, host_s * forward_share)
+            + max(gpu_s * (1 - GPU_FORWARD_SHARE), host_s * (1 - forward_share)))
