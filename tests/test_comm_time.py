@@ -25,9 +25,9 @@ def layout(**kw: object) -> Parallel:
 
 def test_a_small_all_reduce_costs_nccls_ring_latency() -> None:
     # 8 ranks on NVLink, 1 KiB: LL wins; its latency is the base and 2(n-1) steps at LL's hop figure,
-    # its bandwidth a quarter of the bus (tuning.cc)
+    # its bandwidth a quarter of the bus, at most llMaxBws' 87.7 GB/s on one worker (tuning.cc)
     t = collective(8, 1024, NVLINK, all_reduce=True)
-    ll = (NCCL_BASE_US["LL"] + 14 * NCCL_HOP_US["NVLink"]["LL"]) * 1e-6 + 14 / 8 * 1024 / (360e9 * 0.25)
+    ll = (NCCL_BASE_US["LL"] + 14 * NCCL_HOP_US["NVLink"]["LL"]) * 1e-6 + 14 / 8 * 1024 / (87.7e9)
     assert t == pytest.approx(ll)
     assert collective(1, 1e9, NVLINK, all_reduce=True) == 0
 

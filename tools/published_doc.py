@@ -7,8 +7,8 @@ from typing import Any
 
 COMMUNICATION_ROW = (
     "| communication | per link class (compiler/megatron/comm_time.py): a ring collective's latency is NCCL's model "
-    "(src/graph/tuning.cc: a base per protocol + a latency per ring step, 2(n-1) steps an all-reduce, n-1 a "
-    "reduce-scatter or all-gather, network steps at the network's figure; the fastest of LL, LL128, Simple), its "
+    "(src/graph/tuning.cc at b6475625: a base per protocol + a latency per ring step, 2(n-1) steps an all-reduce, "
+    "n-1 a reduce-scatter or all-gather, network steps at the network's figure; the fastest of LL, LL128, Simple), its "
     "bytes at the bus bandwidth; tp per layer: 2 all-reduces forward and 2 backward (with SP 4 all-gathers and "
     "reduce-scatters forward, 6 backward with the input's all-gather again, layers.py:528-541), the forward's "
     "again with full recompute, the backward's behind the column-parallel weight gradients (layers.py:546-568); "
@@ -107,7 +107,8 @@ LIMITS = (
     "  column is in its image) or bf16 gradient reduction would explain it; neither is what the row says.",
     "- vTrain TP 8 at micro batch 1 (both hidden sizes): 5.0-5.2 ms a layer and micro batch where TP 1, 2 and 4 at",
     "  the same micro batch take 3.3-3.7 ms (host-bound). NCCL's model gives an 8-rank 2 MiB all-reduce on NVLink",
-    "  53 us, 4 on the critical path a layer with recompute: 0.2 ms, not 1.5. At micro batch 1 with 2 heads a rank",
+    "  57 us (4 ranks 40, 2 ranks 24), 4 on the critical path a layer with recompute: 0.23 ms, not 1.5; NCCL's",
+    "  older A100-era table (commit 01afd20a) moves no row by 1 pp. At micro batch 1 with 2 heads a rank",
     "  the fused softmax is off (b x heads a rank not a multiple of 4, fused_softmax.py:259), a few passes over 2 M",
     "  scores: tens of microseconds. Not found; TP 8 at micro batch 2 is 12-18 % under too, at 4 and 8 within 10 %.",
     "- vTrain TP 2 with PP 2 or 4 at micro batch 4 (h1024), and TP 4 at micro batch 2 (h2048): 3.9 ms a layer pass",

@@ -21,15 +21,19 @@ from ..tuples import NamedTuple
 from .gpus import LINK_EFFICIENCY, Gpu, worker_network
 
 BF16_BYTES, FP32_BYTES = 2, 4
-# NCCL's latency model (src/graph/tuning.cc of NVIDIA/nccl, the version stored at commit 01afd20a:
-# baseLat and hwLat for the ring algorithm, in microseconds): a base per protocol, and per ring step
-# a latency by the hop's class; LL moves a quarter of the bus bandwidth (ring all-reduce), LL128
-# 0.92 of it (0.7 with one rank a worker), Simple all of it. NCCL's ncclTopoGetAlgoTime takes the
-# fastest, and a multi-worker Simple ring all-reduce of more than n/16 x 64 KiB costs 1.9x its latency.
-NCCL_BASE_US = {"LL": 3.6, "LL128": 10.0, "Simple": 8.4}
-NCCL_HOP_US = {"NVLink": {"LL": 0.47, "LL128": 1.9, "Simple": 3.4},
+# NCCL's latency model (src/graph/tuning.cc of NVIDIA/nccl at commit b6475625, ncclTopoTuneModel and
+# ncclTopoGetAlgoTime; microseconds): a base per protocol (baseLat, ring) and per ring step a latency by
+# the hop's class (hwLat, ring); steps that cross workers cost the network's, and a step inside a worker of
+# a multi-worker ring at least the network's post overhead (1 us, 3 for Simple). A multi-worker Simple
+# all-reduce costs 1.4x its latency (the ring's plateau on Ampere and later). LL moves a quarter of the
+# bus bandwidth (an all-reduce, or across workers; a third otherwise) and at most llMaxBws' GB/s; LL128
+# 0.92 of it (0.7 with one rank a worker); Simple all of it. NCCL runs the fastest protocol.
+NCCL_BASE_US = {"LL": 6.6, "LL128": 14.0, "Simple": 8.4}
+NCCL_HOP_US = {"NVLink": {"LL": 0.6, "LL128": 1.9, "Simple": 3.4},
                "PCIe": {"LL": 1.0, "LL128": 2.5, "Simple": 5.7},
-               "network": {"LL": 2.7, "LL128": 4.0, "Simple": 9.6}}
+               "network": {"LL": 2.7, "LL128": 4.0, "Simple": 14.0}}
+NCCL_NET_OVERHEAD_US = {"LL": 1.0, "LL128": 1.0, "Simple": 3.0}
+NCCL_LL_MAX_GB_S = (87.7, 22.5, 19.0)  # one worker, two, more (llMaxBws, Ampere and Hopper)
 NCCL_BW_SHARE = {"LL": 0.25, "LL128": 0.92, "Simple": 1.0}
 # Megatron's default gradient bucket (training.py:1772-1774 at the pinned commit: max(40M, 1M x the
 # data-parallel size with context parallelism) parameters; one bucket without --overlap-grad-reduce,
@@ -95,15 +99,23 @@ def collective(n: int, bytes_: float, link: Link, all_reduce: bool) -> float:
     if n <= 1:
         return 0.0
     steps = 2 * (n - 1) if all_reduce else n - 1
-    inter = (2 if all_reduce else 1) * (link.workers - 1)
+    inter = 0 if link.workers <= 1 else (2 * link.workers if all_reduce else link.workers - 1)
+    inter = min(inter, steps)
     best = float("inf")
     for proto, base in NCCL_BASE_US.items():
-        intra_hop = NCCL_HOP_US[link.hop][proto] * (1.8 if link.workers > 1 and proto == "LL" else 1.0)
+        intra_hop = NCCL_HOP_US[link.hop][proto]
+        if link.workers > 1:
+            intra_hop = max(intra_hop, NCCL_NET_OVERHEAD_US[proto])
         lat = base + (steps - inter) * intra_hop + inter * NCCL_HOP_US["network"][proto]
-        if proto == "Simple" and link.workers > 1 and all_reduce and bytes_ >= n / 16 * 65536:
-            lat *= 1.9
-        share = NCCL_BW_SHARE[proto] if proto != "LL128" or link.members >= 2 or link.workers == 1 else 0.7
-        best = min(best, lat * 1e-6 + steps / n * bytes_ / (link.gb_s * 1e9 * share))
+        if proto == "Simple" and link.workers > 1 and all_reduce:
+            lat *= 1.4
+        bus = link.gb_s * NCCL_BW_SHARE[proto]
+        if proto == "LL":
+            bus = link.gb_s * (0.25 if all_reduce or link.workers > 1 else 1 / 3)
+            bus = min(bus, NCCL_LL_MAX_GB_S[min(link.workers, 3) - 1])
+        elif proto == "LL128" and link.members < 2 and link.workers > 1:
+            bus = link.gb_s * 0.7
+        best = min(best, lat * 1e-6 + steps / n * bytes_ / (bus * 1e9))
     return best
 
 
