@@ -35,6 +35,7 @@ from .hf.common import HFConfigError, UnsupportedArchitecture, boolean, number, 
 from .hf.common import num as _num
 from .hf.families import (MLA_FAMILIES, MOE_FAMILIES, REFUSED_ARCHITECTURES, SUPPORTED_ARCHITECTURES,
                           supported_list, unsupported_reason)
+from .hf.keys import CLASS_DEFAULTS, PARTIAL_ROTARY_DEFAULT, check_foreign, check_types
 from .hf.layers import biases, head_dim, untied, window
 from .hf.mla import MLA, derive_mla, mla_flags
 from .hf.moe import MoE, derive_moe, moe_flags, te_flags
@@ -135,7 +136,7 @@ def _architecture(config: Mapping[str, Any]) -> tuple[str, str]:
     return archs[0], SUPPORTED_ARCHITECTURES[archs[0]]
 
 
-def _rope_scaling_factor(family: str, scaling: dict[str, Any] | None) -> float | None:
+def _rope_scaling_factor(family: str, scaling: dict[str, Any] | None, max_positions: int) -> float | None:
     """The Llama-3 factor, or None; refuses every scaling Megatron-LM's flags cannot express."""
     if scaling is None or family in MLA_FAMILIES:  # MLA's YaRN: hf/mla.py
         return None
@@ -149,6 +150,15 @@ def _rope_scaling_factor(family: str, scaling: dict[str, Any] | None) -> float |
         raise HFConfigError(
             f"config.json rope scaling {kind!r} is not supported for {family}: only Llama's "
             "'llama3' scaling maps to --use-rope-scaling (llama/llama_bridge.py provider_bridge)")
+    for key in ("factor", "low_freq_factor", "high_freq_factor"):
+        if scaling.get(key) is None:
+            # transformers' _validate_llama3_rope_parameters requires them: AutoConfig (Bridge's first
+            # step) refuses the file
+            raise HFConfigError(f"config.json rope_scaling (llama3) has no {key}: transformers refuses to load "
+                                "a llama3 RoPE without it, so Bridge cannot convert the model; give it as published")
+    # left out, transformers takes max_position_embeddings for it (modeling_rope_utils.py standardize_rope_params)
+    scaling = dict(scaling)
+    scaling.setdefault("original_max_position_embeddings", max_positions)
     for key, fixed in _MEGATRON_LLAMA3_FIXED.items():
         if number(scaling, key, fixed) != fixed:
             raise HFConfigError(
@@ -165,6 +175,29 @@ def _rope_scaling_factor(family: str, scaling: dict[str, Any] | None) -> float |
             "Megatron-LM ignores --rope-scaling-factor and always uses 8.0 (gpt_builders.py:94, "
             "gpt_model.py:107); training would silently use the wrong RoPE")
     return factor
+
+
+def _rotary_percent(config: Mapping[str, Any], family: str, scaling: dict[str, Any] | None) -> float:
+    """--rotary-percent: partial_rotary_factor where the family's transformers model reads it (GLM-4.5);
+    Llama's and Mistral's ignore it and so do their bridges (llama_bridge.py:70 sets 1.0, mistral_bridge.py
+    never reads it); Qwen's ignore it but Bridge maps it (CONFIG_MAPPING), and MLA rotates its own head
+    part: refused there."""
+    params = config.get("rope_parameters")
+    partial = params.get("partial_rotary_factor") if isinstance(params, Mapping) else None
+    value = number({"partial_rotary_factor": config.get("partial_rotary_factor", partial)},
+                   "partial_rotary_factor", PARTIAL_ROTARY_DEFAULT.get(family, 1.0))
+    if not 0.0 < value <= 1.0:
+        raise HFConfigError(f"config.json partial_rotary_factor {value} out of (0, 1]")
+    if value == 1.0 or family == "glm4_moe":
+        return value
+    if family in MLA_FAMILIES:
+        raise HFConfigError(f"config.json partial_rotary_factor {value}: multi-latent attention "
+                            "rotates qk_rope_head_dim; refused")
+    if family in ("llama", "mistral") and scaling is None:
+        return 1.0  # neither transformers' default RoPE nor the bridge reads it
+    raise HFConfigError(f"config.json partial_rotary_factor {value} in a {family} config: transformers' {family} "
+                        "RoPE here rotates the whole head, but Bridge v0.5.1 maps the factor onto rotary_percent "
+                        "(CONFIG_MAPPING) or the scaled RoPE reads it; refused: remove partial_rotary_factor")
 
 
 def _flags(a: dict[str, Any]) -> tuple[str, ...]:
@@ -220,13 +253,16 @@ def derive(config: Mapping[str, Any], *, tensor_parallel: int = 1) -> HFArchitec
     if not isinstance(config, Mapping):
         raise HFConfigError(f"config.json must hold an object, got {type(config).__name__}")
     arch, family = _architecture(config)
+    check_types(config, family)
+    check_foreign(config, family)
     act = config.get("hidden_act", config.get("hidden_activation", "silu"))
     if act != "silu":
         raise HFConfigError(f"config.json hidden_act {act!r}: only silu maps to --swiglu")
     heads = pos_int(config, "num_attention_heads")
     hidden = pos_int(config, "hidden_size")
     layers = pos_int(config, "num_hidden_layers", high=MAX_LAYERS)
-    groups = pos_int(config, "num_key_value_heads", heads)  # older Llama configs omit it
+    # left out: the class default Bridge sees (older Llama configs omit it: num_attention_heads)
+    groups = pos_int(config, "num_key_value_heads", CLASS_DEFAULTS[family][0] or heads)
     if heads % groups:
         raise HFConfigError(f"config.json num_key_value_heads {groups} must divide "
                             f"num_attention_heads {heads}")
@@ -238,30 +274,25 @@ def derive(config: Mapping[str, Any], *, tensor_parallel: int = 1) -> HFArchitec
         raise HFConfigError(f"config.json vocab_size {vocab} is not divisible by tensor parallel "
                             f"{tensor_parallel}: --padded-vocab-size keeps it as is")
     eps = number(config, "rms_norm_eps", _EPS_DEFAULT[family], positive=True)
-    params = config.get("rope_parameters")
-    partial = params.get("partial_rotary_factor") if isinstance(params, Mapping) else None
-    rotary_percent = number({"partial_rotary_factor": config.get("partial_rotary_factor", partial)},
-                            "partial_rotary_factor", 1.0)
-    if not 0.0 < rotary_percent <= 1.0:
-        raise HFConfigError(f"config.json partial_rotary_factor {rotary_percent} out of (0, 1]")
-    if family in MLA_FAMILIES and rotary_percent != 1.0:
-        raise HFConfigError(f"config.json partial_rotary_factor {rotary_percent}: multi-latent attention "
-                            "rotates qk_rope_head_dim; refused")
-    mla = derive_mla(config, family, scaling) if family in MLA_FAMILIES else None
+    rotary_percent = _rotary_percent(config, family, scaling)
+    max_positions = pos_int(config, "max_position_embeddings")
+    mla = derive_mla(config, family, scaling, max_positions) if family in MLA_FAMILIES else None
     moe = derive_moe(config, family, layers) if family in MOE_FAMILIES else None
-    ffn = pos_int(config, "intermediate_size", moe.ffn_hidden_size if moe is not None else None)
+    ffn = pos_int(config, "intermediate_size", CLASS_DEFAULTS[family][1])
     typed: dict[str, Any] = {
         "architecture": arch, "family": family,
         "num_layers": layers, "hidden_size": hidden,
         "ffn_hidden_size": ffn, "num_attention_heads": heads,
         "num_query_groups": heads if mla is not None else groups, "kv_channels": kv_channels, "vocab_size": vocab,
-        "max_position_embeddings": pos_int(config, "max_position_embeddings"),
+        "max_position_embeddings": max_positions,
         "rotary_base": rotary_base(theta), "rotary_percent": rotary_percent,
-        "rope_scaling_factor": _rope_scaling_factor(family, scaling),
+        "rope_scaling_factor": _rope_scaling_factor(family, scaling, max_positions),
         "norm_epsilon": eps, "add_qkv_bias": qkv_bias, "qk_layernorm": qk_norm,
         "untie_embeddings": untied(config, family),
         "window_size": window(config, family),
-        "attention_dropout": number(config, "attention_dropout", 0.0, low=0.0, high=1.0),
+        # Bridge's Mistral provider is built without it (mistral_bridge.py:60-79: the provider's 0.0)
+        "attention_dropout": 0.0 if family == "mistral" else number(config, "attention_dropout", 0.0, low=0.0,
+                                                                       high=1.0),
         "moe": moe, "mla": mla,
     }
     return HFArchitecture(**typed, flags=_flags(typed), te_flags=te_flags(moe) if moe is not None else ())

@@ -1,6 +1,6 @@
 """Bridge v0.5.1's provider against Megatron-LM's config from the compiled flags, for every altered
 copy of the real config.json files that compiles (hf_alterations.py): the fixture
-tests/fixtures/bridge-providers/altered.json that tests/test_hf_config_corpus.py reads.
+tests/fixtures/bridge-altered.json that tests/test_hf_config_corpus.py reads.
 
     PYTHONPATH=BRIDGE/src:MEGATRON_LM:REPO python tools/bridge/altered_fields.py OUT.json NAME...
 
@@ -29,10 +29,29 @@ def flags_digest(flags, te_flags) -> str:
     return hashlib.sha256(" ".join(list(flags) + ["|"] + list(te_flags)).encode()).hexdigest()[:16]
 
 
+# values one field writes two ways that build the same model: (field, Bridge's, Megatron's)
+def _same(field: str, want, got) -> bool:
+    if field == "moe_layer_freq" and isinstance(want, list) and got == 1:
+        return all(v == 1 for v in want)  # every layer MoE: a list of ones or Megatron's default 1
+    if field == "mtp_num_layers":
+        return (want or None) == (got or None)  # 0 layers is no MTP
+    if field == "moe_router_topk_scaling_factor":
+        return (1.0 if want is None else want) == (1.0 if got is None else got)  # None: no scaling
+    return False
+
+
 def differing(bridge: dict, megatron: dict) -> dict:
-    """The fields where the two models differ (the comparison of tests/test_bridge_mapping.py)."""
+    """The fields where the two models differ (the comparison of tests/test_bridge_mapping.py); without
+    experts on either side the MoE fields build nothing and are left out."""
     out = {}
+    dense = bridge.get("num_moe_experts") in (None, "<absent>") and megatron.get("num_moe_experts") in (None, "<absent>")
     for field, want in bridge.items():
+        if dense and field.startswith("moe_"):
+            continue
+        if _same(field, want, megatron[field]):
+            continue
+        if field == "mtp_loss_scaling_factor" and not bridge.get("mtp_num_layers") and not megatron.get("mtp_num_layers"):
+            continue  # no MTP layers: nothing is scaled
         got = megatron[field]
         if want in (None, "<absent>") and got in (None, "<absent>"):
             continue

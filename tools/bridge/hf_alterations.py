@@ -3,7 +3,7 @@
 Used twice: tests/test_hf_config_corpus.py derives flags from every copy (each must compile or be
 refused with a named reason, never crash), and tools/bridge/altered_fields.py runs Bridge v0.5.1's
 provider and Megatron-LM's parser on the copies that compile, recording every field where the model
-Bridge builds and the model the flags build differ (tests/fixtures/bridge-providers/altered.json).
+Bridge builds and the model the flags build differ (tests/fixtures/bridge-altered.json).
 
 Pure Python, no imports beyond the standard library: `alterations(name, config)` yields
 (case id, altered config) pairs.
@@ -81,6 +81,12 @@ SEMANTIC: tuple[tuple[str, Any], ...] = (
     ("decoder_sparse_step", 2), ("mlp_only_layers", [0]),
     ("moe_layer_freq", 2), ("rope_interleave", False),
     ("num_experts", 64), ("num_local_experts", 64), ("n_routed_experts", 6),
+    # every other key Bridge's CONFIG_MAPPING copies onto the provider (model_bridge.py:413-459), present
+    # in a config whose transformers class may ignore it
+    ("kv_lora_rank", 256), ("qk_nope_head_dim", 64), ("qk_rope_head_dim", 32), ("v_head_dim", 64),
+    ("moe_intermediate_size", 512), ("mtp_num_hidden_layers", 1), ("aux_loss_alpha", 0.01),
+    ("router_aux_loss_coef", 0.01), ("hidden_dropout", 0.1), ("attention_dropout", 0.1),
+    ("initializer_range", 0.5), ("max_position_embeddings", 2048),
     ("architectures", ["LlamaForCausalLM", "Qwen2ForCausalLM"]), ("architectures", "LlamaForCausalLM"),
     ("architectures", []),
 )

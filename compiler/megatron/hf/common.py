@@ -92,7 +92,7 @@ def rope(config: Mapping[str, Any]) -> tuple[float, dict[str, Any] | None]:
     scaling = config.get("rope_scaling")
     if isinstance(params, Mapping):
         theta = params.get("rope_theta", theta)
-        if scaling is None and params.get("rope_type", "default") != "default":
+        if scaling is None and (params.get("rope_type") or params.get("type") or "default") != "default":
             scaling = dict(params)
     if theta is None:
         theta = 10000.0  # the transformers default of every supported config class

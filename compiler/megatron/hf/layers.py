@@ -62,6 +62,8 @@ def window(config: Mapping[str, Any], family: str) -> tuple[int, int] | None:
             raise HFConfigError("config.json use_sliding_window = true: Qwen's per-layer sliding "
                                 "window (max_window_layers) has no Megatron-LM flag; refused")
         return None
+    if family == "mistral" and "sliding_window" not in config:
+        return (4096 - 1, 0)  # MistralConfig's default sliding_window, which Bridge reads
     if family == "mistral" and config.get("sliding_window") is not None:
         # mistral/mistral_bridge.py provider_bridge: window_size = [sliding_window - 1, 0]
         return (pos_int(config, "sliding_window") - 1, 0)
@@ -77,8 +79,10 @@ def head_dim(config: Mapping[str, Any], family: str, hidden: int, heads: int) ->
         return pos_int(config, "head_dim")
     if family == "qwen3":
         return 128
-    if family in MLA_FAMILIES:
+    if family == "deepseek_v2" or (family == "deepseek_v3" and "head_dim" not in config):
         return pos_int(config, "qk_rope_head_dim", 64)
+    # written as null, DeepseekV3Config keeps None (DeepseekV2Config replaces it) and Bridge leaves
+    # kv_channels to TransformerConfig: hidden / heads (kv_channels shapes no MLA weight)
     if hidden % heads:
         raise HFConfigError(f"config.json gives no head_dim and hidden_size {hidden} is not a multiple of "
                             f"num_attention_heads {heads}")

@@ -38,7 +38,7 @@ class MLA(NamedTuple):
     mscale_all_dim: float
 
 
-def derive_mla(config: Mapping[str, Any], family: str, scaling: dict[str, Any] | None) -> MLA:
+def derive_mla(config: Mapping[str, Any], family: str, scaling: dict[str, Any] | None, max_positions: int) -> MLA:
     """The MLA of a DeepSeek config.json and its rope scaling; HFConfigError when inexpressible."""
     if family == "deepseek_v3" and not boolean(config, "rope_interleave", True):
         raise HFConfigError("config.json rope_interleave = false: Megatron's MLA always de-interleaves the "
@@ -59,6 +59,7 @@ def derive_mla(config: Mapping[str, Any], family: str, scaling: dict[str, Any] |
             raise HFConfigError(f"config.json rope_scaling.factor {factor} is below 1")
         mscale = scaling_number(scaling, "mscale", 1.0)  # Megatron's default, as Bridge leaves it
         mscale_all = scaling_number(scaling, "mscale_all_dim", 0.0)
+        _check_mscale(factor, mscale, mscale_all)
         for key, fixed in MEGATRON_MLA_YARN_FIXED.items():
             if key in scaling and scaling_number(scaling, key, fixed) != fixed:
                 raise HFConfigError(
@@ -70,6 +71,13 @@ def derive_mla(config: Mapping[str, Any], family: str, scaling: dict[str, Any] |
                 raise HFConfigError(f"config.json rope_scaling.{key} = {scaling[key]!r} has no Megatron-LM flag "
                                     "(its YaRN computes the attention factor from mscale / mscale_all_dim and "
                                     "rounds the correction range); refused")
+        # left out, transformers and Bridge take max_position_embeddings for it (modeling_rope_utils.py
+        # RotaryEmbeddingConfigMixin; Bridge's provider showed it on an altered DeepSeek-V3 copy)
+        if "original_max_position_embeddings" not in scaling and max_positions != 4096:
+            raise HFConfigError(
+                f"config.json rope_scaling has no original_max_position_embeddings, so transformers and Bridge take "
+                f"max_position_embeddings {max_positions} for it; Megatron-LM fixes it at 4096 for multi-latent "
+                "attention (transformer_config.py:2610-2616) and has no flag for it; refused")
     return MLA(
         # absent: the config classes' 1536; null: one q projection (V2-Lite, Moonlight)
         q_lora_rank=pos_int(config, "q_lora_rank", 1536) if "q_lora_rank" not in config else opt_int(config, "q_lora_rank"),
@@ -79,6 +87,22 @@ def derive_mla(config: Mapping[str, Any], family: str, scaling: dict[str, Any] |
         v_head_dim=pos_int(config, "v_head_dim", 128),
         rotary_scaling_factor=factor, mscale=mscale, mscale_all_dim=mscale_all,
     )
+
+
+def _check_mscale(factor: float, mscale: float, mscale_all: float) -> None:
+    """Megatron's YaRN scales cos/sin by get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim)
+    (yarn_rotary_pos_embedding.py:150, :259-271); transformers' does the same only when
+    both are non-zero, else get_mscale(factor) (modeling_rope_utils.py _compute_yarn_parameters). They agree
+    when factor <= 1, or both are positive, or mscale_all_dim is 0 and mscale 1."""
+    if factor <= 1.0:
+        return
+    if mscale <= 0 or mscale_all < 0:
+        raise HFConfigError(f"config.json rope_scaling.mscale = {mscale:g}, mscale_all_dim = {mscale_all:g}: "
+                            "YaRN's magnitude scales must be positive (mscale_all_dim 0: unset); refused")
+    if mscale_all == 0 and mscale != 1.0:
+        raise HFConfigError(f"config.json rope_scaling.mscale = {mscale:g} without mscale_all_dim: transformers' "
+                            "YaRN then ignores mscale while Megatron-LM's applies it; refused (give mscale_all_dim "
+                            "as the model was trained, or mscale 1)")
 
 
 def mla_flags(m: MLA) -> list[str]:

@@ -68,6 +68,14 @@ def _check_groups(config: Mapping[str, Any], family: str, experts: int, topk: in
     """n_group / topk_group as Bridge maps them, refused where Megatron's group score differs."""
     groups = _group_key(config, "n_group", _DEFAULTS[family][3])
     chosen = _group_key(config, "topk_group", _DEFAULTS[family][4])
+    if (groups is None) != (chosen is None):
+        # Bridge maps the one that is set (CONFIG_MAPPING) and Megatron's router would limit groups it
+        # cannot count; transformers' grouped routers need both
+        given, value = ("n_group", groups) if chosen is None else ("topk_group", chosen)
+        missing = "topk_group" if given == "n_group" else "n_group"
+        raise HFConfigError(f"config.json {given} = {value} with {missing} null or left out: group-limited routing "
+                            f"needs both (transformers' {family} router reads both, Bridge maps {given} alone); "
+                            f"give {missing}, or null both")
     if groups is None or chosen is None:
         return groups, chosen
     if experts % groups:
@@ -81,7 +89,8 @@ def _check_groups(config: Mapping[str, Any], family: str, experts: int, topk: in
         want = 1 if family == "deepseek_v2" else 2
         if topk // chosen != want:
             raise HFConfigError(
-                f"config.json num_experts_per_tok {topk} // topk_group {chosen} = {topk // chosen}: Megatron "
+                f"config.json n_group {groups}, topk_group {chosen}: num_experts_per_tok {topk} // topk_group {chosen} "
+                f"= {topk // chosen}: Megatron "
                 f"ranks expert groups by the sum of their top {topk // chosen} scores (moe_utils.py:617), "
                 f"transformers' {family} router by the top {want}; routing would differ")
     return groups, chosen
@@ -136,6 +145,12 @@ def derive_moe(config: Mapping[str, Any], family: str, layers: int) -> MoE:
         # norm_topk_prob false the flags follow the model (--moe-router-pre-softmax: softmax, top-k, no
         # renormalisation, moe_utils.py:795-797) so training computes what the weights were trained with.
         norm = boolean(config, "norm_topk_prob", False)
+        if topk == 1 and norm:
+            # softmax over the one chosen expert: Megatron refuses it (a zero gradient,
+            # transformer_config.py:2104-2112), and Bridge's renormalised provider fails the same check
+            raise HFConfigError("config.json num_experts_per_tok 1 with norm_topk_prob true: every token's one "
+                                "expert gets weight 1, which Megatron's router refuses to build (softmax over one "
+                                "expert has no gradient, transformer_config.py:2104-2112); refused")
         coeff = 1e-3  # qwen3_moe_bridge.py:62 overrides router_aux_loss_coef
         return MoE(experts, topk, ffn, freq, None, "softmax", not norm, False, None, None, None, "aux_loss",
                    coeff, False, None, None, None)
@@ -153,7 +168,10 @@ def derive_moe(config: Mapping[str, Any], family: str, layers: int) -> MoE:
                                 "n_group/topk_group to group-limited routing, transformers does not use them")
         if (func := text(config, "scoring_func", "softmax")) != "softmax":
             raise HFConfigError(f"config.json scoring_func {func!r}: transformers' DeepSeek-V2 router is softmax")
-        coeff = number(config, "aux_loss_alpha", 0.001, low=0.0)  # CONFIG_MAPPING, not overridden
+        # CONFIG_MAPPING, not overridden, the first present key winning; DeepseekV2Config has neither
+        # attribute, so a config.json without both leaves the provider's 0.0
+        key = "aux_loss_alpha" if config.get("aux_loss_alpha") is not None else "router_aux_loss_coef"
+        coeff = number(config, key, 0.0, low=0.0)
         # transformers' V2 router: softmax, top-k, never renormalised, times routed_scaling_factor
         return MoE(experts, topk, ffn, freq, ffn * shared_count, "softmax", True, False, groups, chosen, scaling,
                    "seq_aux_loss", coeff, True, None, mtp, None)
