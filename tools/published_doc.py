@@ -40,8 +40,8 @@ CHANGES = (
     "-24 -> -21 %.",
     "A host cost per TP collective call, fitted per stack beside the host per micro batch and per layer pass "
     "(the call's autograd function, ProcessGroupNCCL's stream and event work and NCCL's enqueue, on the host): "
-    "69 us on Megatron-DeepSpeed, 0 on Transformer Engine; h2048 TP 1 DP 8 rows +17 -> +12 %, TP 8 micro batch "
-    "1 -36 -> -35 %.",
+    "about 60 us on Megatron-DeepSpeed, 0 on Transformer Engine (the factors line above has today's); h2048 TP 1 "
+    "DP 8 rows +17 -> +12 %, TP 8 micro batch 1 -36 -> -35 %.",
     "The host cost of an iteration fitted per stack too, as its host cost per micro batch already was (the H200's "
     "HOST_PER_ITERATION is the lent machine's Megatron step work, no more the published systems' than its host per "
     "micro batch): h2048 TP 1 DP 8 rows +12 -> +7 %, the TP 2 / PP 2 micro batch 4 rows +35 -> +28 %, mlm-h100-32b "
@@ -52,6 +52,9 @@ CHANGES = (
     "414-419) and stays whole: the interleaved dgxc rows llama3.1-70b fp8 +14.6 -> +11.9 %, 405b fp8 on 96 GPUs "
     "+13.2 -> +9.6 %, gpt3-175b bf16 (v24.11) -5.5 -> -9.6 %; the Transformer Engine refit moves mlm-h100-32b "
     "+36.9 -> +40.0 %.",
+    "NCCL's latency table taken from current NCCL (commit b6475625: LL and LL128 bases 6.6 and 14 us, the network's "
+    "Simple step 14 us, a post overhead a step for multi-worker rings, LL's bandwidth cap, the ring's 1.4x plateau) "
+    "instead of the A100-era one (01afd20a): no row moves by 1 pp.",
 )
 
 
@@ -89,7 +92,8 @@ def section(published: dict[str, Any]) -> list[str]:
         "- rows over 25 %: " + (", ".join(f"{o['id']} {o['error'] * 100:+.1f} %" for o in over) or "none")
         + " (why: the last list of this document)",
         "",
-        "What changed in the communication terms, with what each moved (leave-one-out errors):",
+        "What changed in the communication terms, with what each moved (leave-one-out errors as the check gave them",
+        "when the change was made; the single-GPU terms changed under them since):",
         "",
         *(f"{i}. {c}" for i, c in enumerate(CHANGES, 1)),
         "",
@@ -117,6 +121,9 @@ LIMITS = (
     "  over-predicts these by 22-30 %. A form with the host costs inside each micro batch's max(GPU, host), as",
     "  timing.microbatch_seconds composes the launches, was tried and not kept: these came to +12 to +15 %, but the",
     "  h2048 micro batch 2 rows, where host and GPU balance, to -23 to -27 %, and two sweeps' Spearman to 0.80-0.82.",
+    "- NCCL's tree and NVLS algorithms are not modelled, only its ring: inside a worker the tree is a chain with the",
+    "  ring's step count (tuning.cc: 2(n-1) intra steps), and NVLS (H100/H200 NVSwitch all-reduce) would shorten",
+    "  large all-reduces inside a worker; neither is checked against the published rows.",
     "- Every bandwidth is a datasheet figure at NCCL's reachable share and every latency NCCL's own model, none",
     "  measured on a multi-GPU machine here; the published rows check them only through the stack factors and host",
     "  costs fitted on the same rows (leave-one-out). A device run should measure nccl-tests all_reduce_perf,",
