@@ -96,3 +96,20 @@ def test_the_host_runs_the_layers_the_profile_priced() -> None:
     full = step_time(fa, par._replace(recompute="full", recompute_method="uniform", recompute_num_layers=1),
                      GPUS["h200"], 1e7).stages[0]
     assert full.passes == pytest.approx(2 * (1 + host_time.LAYER_FORWARD_SHARE))
+
+
+def test_the_fp32_gradient_accumulation_follows_the_launch_flag() -> None:
+    # the TE runs on the lent H200 pass --no-gradient-accumulation-fusion: main_grad.add_ each micro batch,
+    # whatever fused_kernels says; the spec path reads the flag from training.args
+    from compiler.megatron.layer_time import stage_work
+
+    fa = VALIDATE.FlopsArgs(  # type: ignore[attr-defined]
+        num_layers=4, hidden_size=1024, num_attention_heads=16, kv_channels=64, ffn_hidden_size=4096,
+        seq_length=2048, padded_vocab_size=32000)
+    par = Parallel(tensor=1, pipeline=1, context=1, data=1, micro_batch=4, global_batch=4, gpus_per_worker=1,
+                   workers=1, stack="te", fused_kernels=True, model=Model())
+    fused = stage_work(fa, par.model, par, 4, True, True).grad_accumulation
+    unfused = stage_work(fa, par.model, par._replace(grad_accumulation_fusion=False), 4, True, True).grad_accumulation
+    assert fused == 0.0 and unfused > 0.0
+    run = next(r for r in VALIDATE.load_runs() if r.name == "te-l4")  # type: ignore[attr-defined]
+    assert VALIDATE.inputs(run)[1].grad_accumulation_fusion is False  # type: ignore[attr-defined]

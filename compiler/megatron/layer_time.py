@@ -15,8 +15,9 @@ share of the GEMM rate and cost per score timing.py passes in, fitted on the TE 
   repeated K/V, the embedding, the fp32 cross entropy, each with its measured per-element cost;
   fused kernels (`fused_kernels: true`: fused LayerNorm, bias-GeLU, bias-dropout-add) drop the passes
   they fuse;
-- the fp32 gradient accumulation (`--no-gradient-accumulation-fusion` without TE or Apex:
-  main_grad.add_ per parameter and micro batch) at the measured HBM rate;
+- the fp32 gradient accumulation where the launch passes `--no-gradient-accumulation-fusion` (TE's
+  layers too then; the TE runs on the lent H200, which has no Apex for Megatron's own output layer, did):
+  main_grad.add_ per parameter and micro batch, at the measured HBM rate;
 - MoE (moe_layer.py, experts.py SequentialMLP): the router GEMM and its softmax/top-k, permutation
   and un-permutation of the routed tokens, every local expert one after another at its share of the
   tokens (balanced routing). The token counts change every step, so every expert GEMM has a shape
@@ -172,7 +173,7 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
     per_layer = attn_gemm + core + ew + moe_s + mlp_gemm
     per_layer_fwd = attn_fwd + core_fwd + ew_fwd + moe_fwd + mlp_fwd
     recompute = layers * (fraction * per_layer_fwd + (1 - fraction) * selective)
-    # -- gradient accumulation into fp32 main_grad (no fusion without TE/Apex)
+    # -- gradient accumulation into fp32 main_grad (par.grad_accumulation_fusion; None: as fused_kernels)
     layer_params = (h * (q + 2 * kv) + q * h) / tp + (0 if moe else (_ffn_in(args, args.ffn_hidden_size) + args.ffn_hidden_size) * h / tp)
     stage_params = layers * layer_params
     head = emb = 0.0
@@ -190,7 +191,9 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
         if model.learned_position:
             emb += rates.op_seconds("add", sbh)
         stage_params += vocab * h
-    accumulate = 0.0 if fused else stage_params * 10 / rates.hbm_bytes_per_second()
+    fused_accumulation = getattr(par, "grad_accumulation_fusion", None)
+    accumulate = 0.0 if (fused if fused_accumulation is None else fused_accumulation) else \
+        stage_params * 10 / rates.hbm_bytes_per_second()
     return StageWork(
         gemm=layers * (attn_gemm + mlp_gemm) + fraction * layers * (attn_fwd + mlp_fwd),
         attention=layers * core + recompute_attention(fraction, selective, core_fwd, layers),

@@ -48,9 +48,9 @@ if TYPE_CHECKING:  # the spec as the step model reads it
 # BEGIN FIT (tools/validate_timing.py --write; docs/performance-model.md has the runs and the folds)
 HOST_SPEED = 0.635
 MODEL_ERROR = 0.15
-TE_HOST_PER_LAYER = 0.003200
-TE_HOST_PER_ITERATION = 0.019666
-FUSED_ATTENTION_SHARE = 0.50
+TE_HOST_PER_LAYER = 0.003300
+TE_HOST_PER_ITERATION = 0.019244
+FUSED_ATTENTION_SHARE = 0.55
 TE_HOST_FORWARD_SHARE = 0.80
 STACK_FACTOR: dict[str, float] = {"local": 1.0, "te": 0.980, "deepspeed": 0.590}
 FP8_GEMM_FACTOR = 0.60
@@ -100,6 +100,8 @@ class Parallel(NamedTuple):
     stack: str = "local"  # the software stack STACK_FACTOR keys: local, te, te-fp8, deepspeed-fp16 …
     model: Model = Model()
     fused_softmax: bool | None = None  # --masked-softmax-fusion (None: as fused_kernels)
+    # --gradient-accumulation-fusion (Megatron's default; the wgrad GEMM adds into main_grad): None, as fused_kernels
+    grad_accumulation_fusion: bool | None = None
     grouped_gemm: bool = False  # --moe-grouped-gemm (TE's GroupedLinear experts)
     cross_entropy_fusion: bool = False  # --cross-entropy-loss-fusion
     fused_attention_share: float | None = None  # None: the fitted FUSED_ATTENTION_SHARE
@@ -390,6 +392,7 @@ def parallel_of(spec: SpecView | JobSpec, layout: ParallelLayout) -> Parallel:
         tp_comm_overlap=options.tp_comm_overlap, cross_entropy_fusion=options.cross_entropy_fusion,
         grouped_gemm=grouped_gemm(t), nan_check=nan_check(t),
         rdma=res.rdma, local_attention=local, fused_kernels=t.fused_kernels,
+        grad_accumulation_fusion=t.fused_kernels and "--no-gradient-accumulation-fusion" not in t.args,
         precision=t.precision, stack="local" if local else "te",
         model=Model(bias=not m.disable_bias_linear, rope=m.position_embedding == "rope",
                     learned_position=m.position_embedding == "learned_absolute",
