@@ -303,6 +303,19 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "  a parameter) and its found-inf sync.",
         *published_doc.LIMITS,
         "",
+        "## What a device run should measure next",
+        "",
+        "- The host's speed where the runs ran: tools/microbench.py's launch figures (a bare launch, an autograd op, a",
+        "  tiny Linear's forward and backward) in the same device call as each batch of runs, and tiny-l2-h256 and",
+        "  tiny-l2-h256-ga1 back to back on one host; HOST_SPEED could then follow the host instead of being one figure.",
+        "- A torch-profiler trace of te-l4 and te-b1 (`--profile --use-pytorch-profiler`, as profiles/ was made): TE's",
+        "  host per layer pass, its forward share and its iteration's own work, measured as host_time.py's are for the",
+        "  local layer, in place of TE_HOST_PER_LAYER, TE_HOST_FORWARD_SHARE and TE_HOST_PER_ITERATION; and a TE run",
+        "  with several micro batches a step (te-l4 at a global batch of 16), which no kept TE run has.",
+        "- cuDNN's fused attention alone (forward and backward, causal, head 64 and 128, s 2048 to 16384, dropout 0 and",
+        "  0.1): its rate in place of FUSED_ATTENTION_SHARE, and a check of the dropout's cost per score.",
+        "- moe8-top2 for 50 iterations: the steady state once the cuBLAS heuristic cache has seen the token counts.",
+        "",
     ]
     return "\n".join(lines)
 
