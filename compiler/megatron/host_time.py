@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .layer_time import _recomputed_fraction
+
 # profiled seconds (tools/trace_summary.py --phases on the fixtures; tests/test_timing.py recomputes them)
 LAYER_PASS_S = 5.76e-3  # one dense layer's forward and backward
 LAYER_FORWARD_SHARE = 0.46  # of it, the forward (what full recompute repeats)
@@ -81,3 +83,29 @@ def microbatch_seconds(gpu_s: float, host_s: float, nan_check: bool,
         return max(gpu_s, host_s)
     return (max(gpu_s * GPU_FORWARD_SHARE, host_s * forward_share)
             + max(gpu_s * (1 - GPU_FORWARD_SHARE), host_s * (1 - forward_share)))
+
+
+def fused_optimizer(stack: str) -> bool:
+    """Megatron takes TE's FusedAdam and multi-tensor gradient norm when TE imports (optimizer/__init__.py:14,
+    clip_grads.py:12), else Apex's (:20), which the Megatron-DeepSpeed stack has; torch's AdamW (foreach)
+    and the per-tensor local_multi_tensor_l2_norm only without either."""
+    return stack.startswith("te") or stack.startswith("deepspeed")
+
+
+def layer_passes(par: Any, layers: int) -> float:
+    """Layer passes a stage's host runs a micro batch (par: timing.Parallel): each layer's forward and
+    backward, and full recompute's forward again: the local layer's measured share of a pass
+    (LAYER_FORWARD_SHARE); Transformer Engine's, which no profile measured, the GPU's third."""
+    share = GPU_FORWARD_SHARE if par.stack.startswith("te") else LAYER_FORWARD_SHARE
+    return layers * (1 + _recomputed_fraction(par, layers) * share)
+
+
+def iteration_tensors(args: Any, par: Any) -> int:
+    """Parameter tensors the most loaded stage's optimizer walks one by one (without Apex or TE: the local
+    gradient norm's sync, the distributed optimizer's copies); 0 with a fused optimizer."""
+    if fused_optimizer(par.stack):
+        return 0
+    pp, layers = par.pipeline, args.num_layers // par.pipeline
+    stages = ((True, pp == 1),) + (((False, True),) if pp > 1 else ())
+    return max(param_tensors(args, par.model, layers, first, last, par.model.untied, par.expert)
+               for first, last in stages)

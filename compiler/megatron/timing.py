@@ -32,7 +32,7 @@ from . import rates
 from .comm_time import communication
 from .flops import flops_args, flops_split
 from . import host_time
-from .host_time import microbatch_seconds
+from .host_time import iteration_tensors, layer_passes, microbatch_seconds
 from .gpus import GPUS, Gpu, gpu_named, gpu_of_flavor
 from .layer_time import Model, StageWork, _recomputed_fraction, stage_work
 from .memory import Estimate, estimate
@@ -268,30 +268,8 @@ def _nan_check(par: Parallel) -> bool:
     return par.precision != "fp16" if par.nan_check is None else par.nan_check
 
 
-def layer_passes(par: Parallel, layers: int) -> float:
-    """Layer passes a stage's host runs a micro batch: each layer's forward and backward, and full
-    recompute's forward again: the local layer's measured share of a pass (host_time.LAYER_FORWARD_SHARE);
-    Transformer Engine's, which no profile measured, the GPU's third."""
-    share = host_time.GPU_FORWARD_SHARE if _te(par) else host_time.LAYER_FORWARD_SHARE
-    return layers * (1 + _recomputed_fraction(par, layers) * share)
-
-
-def iteration_tensors(args: Any, par: Parallel) -> int:
-    """Parameter tensors the most loaded stage's optimizer walks one by one (without Apex or TE:
-    the local gradient norm's sync, the distributed optimizer's copies); 0 with a fused optimizer."""
-    if _fused_optimizer(par):
-        return 0
-    pp, layers = par.pipeline, args.num_layers // par.pipeline
-    stages = ((True, pp == 1),) + (((False, True),) if pp > 1 else ())
-    return max(host_time.param_tensors(args, par.model, layers, first, last, par.model.untied, par.expert)
-               for first, last in stages)
-
-
 def _fused_optimizer(par: Parallel) -> bool:
-    """Megatron takes TE's FusedAdam and multi-tensor gradient norm when TE imports (optimizer/__init__.py:14,
-    clip_grads.py:12), else Apex's (:20), which the Megatron-DeepSpeed stack has; torch's AdamW (foreach)
-    and the per-tensor local_multi_tensor_l2_norm only without either."""
-    return _te(par) or par.stack.startswith("deepspeed")
+    return host_time.fused_optimizer(par.stack)
 
 
 def _te(par: Parallel) -> bool:
