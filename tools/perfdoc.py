@@ -214,8 +214,10 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "iteration and per micro batch are one figure to the fit: a TE spec with many micro batches is priced with",
         "the local runs' profiled micro batch for the part beyond the layers.",
         "No micro-benchmark isolates them. The failed-run batches (tests/fixtures/failed-runs, gpu-summary.txt and",
-        "gpu-causes-summary.txt) started several jobs at once on one H200; those runs are shown, predicted by the full",
-        "fit, but never fitted on. The model's terms were written with the kept runs in view: leave-one-out checks the",
+        "gpu-causes-summary.txt), tools/stop_resume_device.sh and tools/bridge/moe_device.sh started several jobs at",
+        "once on one H200; those runs are shown, predicted by the full fit, but never fitted on (stop-ref's iterations",
+        "after its neighbour exited are its own: they are a row of their own). A run with an option the model does not",
+        "price (--deterministic-mode) is shown and counted but not fitted on. The model's terms were written with the kept runs in view: leave-one-out checks the",
         "fitted constants, not the choice of terms; H200 runs the model has never seen are the real test.",
         "",
         f"- host speed: **{full.speed:.3f}** of the profiled figures (folds: {min(x.speed for x in folds):.3f} to "
@@ -237,6 +239,7 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
     ]
     for r in result["rows"]:
         note = ("contended: started with other jobs on the same GPU" if r["contended"]
+                else f"not fitted on: {r['unpriced']}" if r["unpriced"]
                 else PROFILED_CONFIGURATION.get(r["name"], ""))
         lines.append(f"| {r['name']} | `{r['source']}` | {r['measured_ms']:.1f} | {r['loo_ms']:.1f} | "
                      f"{_pct(r['error'])} | {note} |")
@@ -284,7 +287,12 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "  fast they run Python, and a host-bound run's time is its host's. Both runs stay in the fit and the table;",
         "  HOST_SPEED is set by the GPU-bound runs, and a host-bound job on another machine is off by as much as",
         "  that machine's host is from theirs.",
-        "- Contended runs (failed-runs) are slower than any model of the job alone can say.",
+        "- Contended runs (failed-runs, the stop-and-resume and MoE round-trip runs, whose scripts start two jobs at",
+        "  once) are slower than any model of the job alone can say.",
+        "- --deterministic-mode is not priced: torch.use_deterministic_algorithms (arguments.py:1543) fills every",
+        "  uninitialized allocation (a kernel each) and takes deterministic kernels. The one run with it that had the",
+        "  GPU to itself, stop-ref after its neighbour exited (a host-bound L2 h256 model at 4 micro batches), ran",
+        "  28 % slower than predicted; it is shown and counted, never fitted on.",
         "- Transformer Engine on the H200 (issue 27's 13 runs): its fused attention's cost per score and its layers'",
         "  host cost (about 4 ms a pass) are the lent machine's TE build's (cut to sm_90, a cuBLASLt",
         "  compatibility shim preloaded); neither is carried to the published systems, which keep the 0.6",

@@ -4,8 +4,9 @@
     python tools/validate_timing.py            # the table, the folds and the published check
     python tools/validate_timing.py --write    # also the FIT block of timing.py and docs/performance-model.md
 
-Runs: every committed H200 log with iteration times (RUNS below): tests/fixtures/measurements, the
-GPU failed-run logs, the end-to-end runs. Each run's inputs come from Megatron's own argument dump in
+Runs: every committed H200 log with iteration times (_runs_spec below): tests/fixtures/measurements,
+the Transformer Engine runs, the GPU failed-run logs, the end-to-end, stop-and-resume and MoE round-trip
+runs. Each run's inputs come from Megatron's own argument dump in
 its log (the model, layout, batch, precision, fusions, attention path) and its parameter count line;
 the measured figure is the median `elapsed time per iteration` of the lines after iteration 3 (and
 after the first logged interval).
@@ -15,7 +16,9 @@ profiled runs measured (compiler/megatron/host_time.py: per layer pass, per micr
 and parameter tensor); on the TE runs TE's host per layer pass and per iteration and its fused
 attention's rate; each by least squares on the relative error of the runs in the fit set. Runs that shared their GPU with other jobs (`contended`: the failed-run batches
 start several jobs at once on one H200, tests/fixtures/failed-runs/gpu-*summary.txt) are never fitted on,
-a rule fixed before any result was seen: their time is not their own. Leave-one-out: each
+a rule fixed before any result was seen: their time is not their own. Runs with an option the model does
+not price (UNPRICED: --deterministic-mode) are not fitted on either, so that their unpriced cost does not
+move the constants every other job is priced with; their error still counts. Leave-one-out: each
 uncontended run is predicted by the fit on all the others. MODEL_ERROR is the worst fold's |error|.
 The published multi-GPU runs are checked by tools/published_check.py (imported here for the doc).
 """
@@ -47,6 +50,9 @@ MODULE = REPO / "compiler" / "megatron" / "timing.py"
 DOC = REPO / "docs" / "performance-model.md"
 _ITER = re.compile(r" iteration +(\d+)/ *(\d+) \|.*\| elapsed time per iteration \(ms\): ([\d.]+)")
 _PARAMS = re.compile(r"number of parameters on \(tensor, pipeline\) model parallel rank \(\d+, \d+\): (\d+)")
+_STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\] iteration +(\d+)/")
+_VOCAB = re.compile(r"> padded vocab \(size: (\d+)\)")
+_EXIT = re.compile(r"\[exiting program after receiving SIGTERM\.\] datetime: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)")
 
 
 class Run(NamedTuple):
@@ -57,33 +63,53 @@ class Run(NamedTuple):
     measured_s: float
     steady: int
     contended: bool
+    unpriced: str  # an option the model does not price ("": none): shown and counted, never fitted on
     gpus_per_worker: int  # the physical host's GPUs (the 2-worker run ran on one 2-GPU host)
 
 
-def _runs_spec() -> list[tuple[str, list[Path], bool, int]]:
-    out = [(p.parent.name, [p], False, 1) for p in sorted((FIX / "measurements").glob("*/train.log"))]
+def _runs_spec() -> list[tuple[str, list[Path], bool, int, str]]:
+    """(name, logs, contended, GPUs of the host, timestamp after which its iterations count ("": all))."""
+    out = [(p.parent.name, [p], False, 1, "") for p in sorted((FIX / "measurements").glob("*/train.log"))]
     # Transformer Engine's runs (issue 27, tests/fixtures/te-h200/measurements): each alone on the GPU too
-    out += [(p.parent.name, [p], False, 1) for p in sorted((FIX / "te-h200" / "measurements").glob("*/train.log"))]
-    out.append(("h200-pretrain-tp1-run", [FIX / "h200-pretrain-tp1-run" / "train.log"], False, 1))
+    out += [(p.parent.name, [p], False, 1, "") for p in sorted((FIX / "te-h200" / "measurements").glob("*/train.log"))]
+    out.append(("h200-pretrain-tp1-run", [FIX / "h200-pretrain-tp1-run" / "train.log"], False, 1, ""))
     # 2 workers x 1 GPU started on one 2 x H200 host: NCCL connects them over the host's NVLink
     out.append(("h200-pretrain-2workers-run", [FIX / "h200-pretrain-2workers-run" / "node-0.log",
-                                                FIX / "h200-pretrain-2workers-run" / "node-1.log"], False, 2))
+                                                FIX / "h200-pretrain-2workers-run" / "node-1.log"], False, 2, ""))
     for d in sorted((FIX / "failed-runs").glob("gpu-*")):
         log = d / "run" / "train.log"
         if log.exists():
-            out.append((f"failed-runs/{d.name}", [log], True, 1))
+            out.append((f"failed-runs/{d.name}", [log], True, 1, ""))
+    # tools/stop_resume_device.sh starts stop-ref and stop-resume together and, once both have ended, the
+    # restart and stop-damaged together: contended, but for stop-ref's iterations after stop-resume's first
+    # start exited (its own log's timestamp), when stop-ref ran alone until it finished
+    sr = FIX / "h200-stop-resume"
+    exits = _EXIT.findall((sr / "stop-resume" / "train.log").read_text(errors="replace"))
+    if exits:
+        out.append(("h200-stop-resume/stop-ref (alone)", [sr / "stop-ref" / "train.log"], False, 1, exits[0]))
+    out += [(f"h200-stop-resume/{n}", [sr / n / "train.log"], True, 1, "") for n in ("stop-ref", "stop-resume", "stop-damaged")]
+    # tools/bridge/moe_device.sh runs the reference and the stopped run side by side (moe-device/README.md)
+    out += [(f"moe-device/{n}", [FIX / "moe-device" / n / "train.log"], True, 1, "") for n in ("run3-reference", "run3-stopped")]
     return out
 
 
 def load_runs() -> list[Run]:
     runs = []
-    for name, logs, contended, gpw in _runs_spec():
+    for name, logs, contended, gpw, after in _runs_spec():
         text = "\n".join(p.read_text(errors="replace") for p in logs)
         args = parse_args_dump(text.splitlines())
         params = [int(m.group(1)) for m in _PARAMS.finditer(text)]
+        vocab = _VOCAB.search(text)
+        if args.get("vocab_size") in (None, "None"):  # a tokenizer's: Megatron logs what it padded, or the padded size
+            padded = vocab.group(1) if vocab else args.get("padded_vocab_size")
+            if padded not in (None, "None"):
+                args["vocab_size"] = padded
+        stamps = {int(m.group(2)): m.group(1) for m in _STAMP.finditer(text)}
         its: dict[int, float] = {}
         for m in _ITER.finditer(text):
-            its[int(m.group(1))] = float(m.group(3))
+            k = int(m.group(1))
+            if not after or stamps.get(k, "") > after:
+                its[k] = float(m.group(3))
         keys = sorted(its)
         if not args or not params or len(keys) < 2:
             continue
@@ -92,8 +118,19 @@ def load_runs() -> list[Run]:
         if len(steady) < 2:
             continue
         runs.append(Run(name, ", ".join(str(p.relative_to(REPO)) for p in logs), args, max(params),
-                        statistics.median(steady) / 1e3, len(steady), contended, gpw))
+                        statistics.median(steady) / 1e3, len(steady), contended, unpriced(args), gpw))
     return runs
+
+
+# Options of a run's arguments the model does not price, and why
+UNPRICED = {
+    "deterministic_mode": "--deterministic-mode, which the model does not price: torch.use_deterministic_algorithms "
+                          "(arguments.py:1543) fills every uninitialized allocation and takes deterministic kernels",
+}
+
+
+def unpriced(args: dict[str, str]) -> str:
+    return "; ".join(why for key, why in UNPRICED.items() if _b(args, key))
 
 
 def _b(args: dict[str, str], key: str) -> bool:
@@ -247,11 +284,11 @@ def fit(ps: list[Parts], ys: list[float]) -> Fit:
 def validate() -> dict[str, Any]:
     runs = load_runs()
     ps = [parts(r) for r in runs]
-    fit_idx = [i for i, r in enumerate(runs) if not r.contended]
+    fit_idx = [i for i, r in enumerate(runs) if not r.contended and not r.unpriced]
     full = fit([ps[i] for i in fit_idx], [runs[i].measured_s for i in fit_idx])
     rows, folds = [], []
     for i, r in enumerate(runs):
-        if r.contended:
+        if i not in fit_idx:  # never fitted on: the full fit is out of sample for it
             h = full
         else:
             others = [j for j in fit_idx if j != i]
@@ -260,6 +297,7 @@ def validate() -> dict[str, Any]:
         pred = predict(ps[i], h)
         rows.append({"name": r.name, "source": r.source, "measured_ms": r.measured_s * 1e3, "steady": r.steady,
                      "loo_ms": pred * 1e3, "error": pred / r.measured_s - 1, "contended": r.contended,
+                     "unpriced": r.unpriced,
                      "in_sample_ms": predict(ps[i], full) * 1e3, "te": ps[i].te})
     own = [row for row in rows if not row["contended"]]
     worst = max(abs(row["error"]) for row in own)
