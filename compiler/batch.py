@@ -10,7 +10,6 @@ from __future__ import annotations
 import gc
 import os
 import shlex
-import signal
 import sys
 from pathlib import Path
 from typing import Any, Iterator
@@ -164,6 +163,8 @@ PR_SET_PDEATHSIG = 1  # prctl(2), <linux/prctl.h>
 
 def _init_worker(parent: int) -> None:
     """A forked worker's first steps: ignore Ctrl-C, and die with the process that forked it."""
+    import signal  # deferred: only a forked worker needs it
+
     # The parent alone handles Ctrl-C: it cleans up and reports, without a traceback from every worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     gc.enable()  # the parent compiled its first spec without the collector (cli.main)
