@@ -63,12 +63,14 @@ def _position(text: str, offset: int) -> tuple[int, int]:
     return before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
 
 
-_NON_FINITE = re.compile(r"-?(?:NaN|Infinity)\b")
-_LONG = re.compile(r"[0-9]{%d}" % (MAX_INT_DIGITS + 1))
+# text, compiled by the first _scan (re's cache keeps them): most compiles read no JSON file
+_NON_FINITE = r"-?(?:NaN|Infinity)\b"
+_LONG = r"[0-9]{%d}" % (MAX_INT_DIGITS + 1)
 
 
 def _scan(text: str) -> None:
     """Depth and non-finite constants, outside strings, before json recurses or reads them."""
+    long_number, non_finite = re.compile(_LONG), re.compile(_NON_FINITE)
     depth = 0
     in_string = escaped = False
     for offset, char in enumerate(text):
@@ -87,10 +89,10 @@ def _scan(text: str) -> None:
                 raise _Refuse(f"nests deeper than {MAX_JSON_DEPTH} levels; a config.json is a shallow mapping", offset)
         elif char in "]}":
             depth -= 1
-        elif char.isdigit() and (offset == 0 or not text[offset - 1].isdigit()) and _LONG.match(text, offset):
+        elif char.isdigit() and (offset == 0 or not text[offset - 1].isdigit()) and long_number.match(text, offset):
             raise _Refuse(f"holds a number of more than {MAX_INT_DIGITS} digits; no config value is that large", offset)
         elif char in "NI-":
-            match = _NON_FINITE.match(text, offset)
+            match = non_finite.match(text, offset)
             if match:
                 raise _Refuse(f"holds {match.group(0)}, which is not a number JSON allows; every value must be "
                               "finite", offset)

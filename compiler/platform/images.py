@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from ..tuples import NamedTuple
 
-DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+DIGEST = r"sha256:[0-9a-f]{64}"  # re.fullmatch: compiled at the first use, for a pinned image
 DOCKER_HUB = "docker.io"
 
 
@@ -49,7 +49,7 @@ class ImageRef(NamedTuple):
 
 def is_digest(value: str) -> bool:
     """True for a full `sha256:` followed by 64 lowercase hex digits."""
-    return DIGEST.fullmatch(value) is not None
+    return re.fullmatch(DIGEST, value) is not None
 
 
 def _host_of(first: str) -> bool:

@@ -22,7 +22,7 @@ def _prepare(ctx: RuleContext) -> Any:
     return training.data.prepare
 
 
-GLOB = re.compile(r"[*?\[]")  # what a shell or glob() would expand; a spec's path is taken literally
+GLOB = r"[*?\[]"  # what a shell or glob() would expand; a spec's path is taken literally (re.search: compiled at the first use)
 
 
 def check_data_path_globs(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -32,7 +32,7 @@ def check_data_path_globs(ctx: RuleContext) -> Iterator[Diagnostic]:
     if data is None:
         return
     for index, path in enumerate(data.paths):
-        if GLOB.search(path):
+        if re.search(GLOB, path):
             yield ctx.locate(
                 "path-glob", f"training.data.paths[{index}] ({path}) is a pattern: Megatron opens each prefix's "
                 ".bin and .idx by name, so the pattern would be taken as a file name and fail when the job runs",
@@ -49,7 +49,7 @@ def check_prepare_paths(ctx: RuleContext) -> Iterator[Diagnostic]:
     for index, item in enumerate(prepare.inputs):
         where: tuple[str | int, ...] = HERE + ("inputs", index, "path")
         path = normalize_path(item.path)
-        if GLOB.search(path):
+        if re.search(GLOB, path):
             # the path reaches tools/preprocess_data.py quoted, as one file, and each input's prefix is
             # named at compile time (training reads it): a pattern cannot be either
             yield ctx.locate(
