@@ -315,6 +315,7 @@ CREDENTIAL_SAMPLES = [
     "https://user:pw@host/x", "WANDB_API_KEY=" + "0123456789abcdef" * 3, "token: " + "AB" * 16,
     "db_password=hunter2", "PASSWD: 'x'", "tokenizer_model", "HuggingFaceTokenizer", "/mnt/megatron/data",
     "--secret-file", "sk-short", "hf_short", "keys: abc", "",
+    "pa\u017f\u017fword=hunter2", "\u212aEY=" + "0123456789abcdef" * 2,  # re's IGNORECASE: long s, Kelvin sign
 ]
 
 
@@ -323,5 +324,35 @@ def test_the_combined_credential_pattern_matches_exactly_when_one_pattern_does(t
     from compiler.check.rules import safety
 
     one_by_one = any(pattern.search(text) for pattern, _ in safety._compiled_credentials())
-    assert bool(safety._ANY_CREDENTIAL.search(text)) is one_by_one
+    assert bool(safety._any_credential().search(text)) is one_by_one
     assert (safety.credential_shape(text) is not None) is one_by_one
+    if one_by_one:
+        assert safety.may_hold_credential(text)
+
+
+def _credential_patterns() -> list[tuple[str, int]]:
+    from compiler.check.rules import safety
+
+    return [(pattern, flags) for pattern, flags, _ in safety._CREDENTIALS]
+
+
+@pytest.mark.parametrize("pattern, flags", _credential_patterns())
+def test_every_string_a_credential_pattern_matches_passes_the_literal_prefilter(pattern, flags):
+    """The literals of may_hold_credential are a necessary condition of each pattern: a string it
+    turns away is never compiled against the patterns, so it must match none of them (hypothesis
+    draws strings each pattern matches, with text around them)."""
+    import re
+
+    from hypothesis import given, settings, strategies as st
+
+    from compiler.check.rules import safety
+
+    compiled = re.compile(pattern, flags)
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.from_regex(compiled, fullmatch=False))
+    def check(text: str) -> None:
+        assert compiled.search(text)
+        assert safety.may_hold_credential(text), text
+
+    check()
