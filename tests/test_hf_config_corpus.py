@@ -315,3 +315,19 @@ def test_each_defect_the_bridge_comparison_found_stays_fixed(name, change, expec
             assert getattr(getattr(arch, attribute), value[0]) == value[1]
         else:
             assert getattr(arch, attribute) == value
+
+
+@pytest.mark.parametrize(("name", "change", "key"), [
+    ("Kimi-K2-Instruct", {"model_type": "deepseek_v3"}, '"beta_fast"'),
+    ("Llama-3.2-1B", {}, '"factor"'),
+    ("DeepSeek-V2", {}, '"n_group"'),
+    ("Qwen3-30B-A3B", {"use_cache": "x"}, '"use_cache"'),
+    ("Mixtral-8x7B-v0.1", {}, '"architectures"'),
+])
+def test_a_refusal_points_at_the_key_in_config_json(tmp_path, name, change, key):
+    text = json.dumps(dict(config(name), **change), indent=2)
+    found = [d for d in _compile_with(tmp_path, text).diagnostics if d.code == "init-from-config"]
+    assert found and found[0].file.endswith("models/qwen3-0.6b/config.json")
+    line = text.splitlines()[found[0].line - 1]
+    assert line[found[0].column - 1:].startswith(key)
+    assert found[0].key_path == ("init_from", "huggingface", "config") and found[0].hint

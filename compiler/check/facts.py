@@ -67,6 +67,7 @@ class Facts(NamedTuple):
     stop: StopTimes | None  # a stop that saves: the grace it needs, --exit-duration-in-mins (megatron/stop.py)
     convert: ConvertSize | None = None  # the conversion job sized from the model (None: no init_from model)
     export_gib: float | None = None  # the export job's CPU memory
+    hf_error_key: str | None = None  # the config.json key hf_error is about ("rope_scaling.beta_fast"), if one
 
 
 def _converted(init: Any, mount: str | None, name: str | None) -> str | None:
@@ -85,16 +86,17 @@ def script_path(script: str, megatron_root: str) -> str:
     return normalize_path(posixpath.join(megatron_root, script))
 
 
-def _init_from(init: Any, config: dict[str, Any] | None, tensor: int) -> tuple[HFArchitecture | None, str | None]:
+def _init_from(init: Any, config: dict[str, Any] | None,
+               tensor: int) -> tuple[HFArchitecture | None, str | None, str | None]:
     if init is None or config is None:
-        return None, None
+        return None, None, None
     from ..megatron.huggingface import HFConfigError  # deferred: init_from specs only: Hugging Face's architecture tables
     from ..megatron.huggingface import derive as derive_architecture  # deferred: init_from specs only: Hugging Face's architecture tables
 
     try:
-        return derive_architecture(config, tensor_parallel=tensor), None
+        return derive_architecture(config, tensor_parallel=tensor), None, None
     except HFConfigError as exc:
-        return None, str(exc)
+        return None, str(exc), exc.key
 
 
 def effective_training(training: Training | None, hf: HFArchitecture | None,
@@ -121,7 +123,7 @@ def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_E
     adapter = engine(platform)
     res, par, training = sections.get("resources"), sections.get("parallelism"), sections.get("training")
     init = sections.get("init_from")
-    hf, hf_error = _init_from(init, hf_config, par.tensor if par is not None else 1)
+    hf, hf_error, hf_error_key = _init_from(init, hf_config, par.tensor if par is not None else 1)
     training = effective_training(training, hf, None if init is None else init.huggingface.path)
     storage, megatron = sections.get("storage"), sections.get("megatron")
     world = layout = None
@@ -182,7 +184,7 @@ def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_E
         is_bounded_example=bounded, pretrain_complete=complete, flags=flag_list, estimate=est, step_time=step,
         train_iters=iterations, num_microbatches=microbatches, virtual_pipeline=virtual,
         prepare_output_dir=out_dir, prepared=prepared, training=training, hf=hf, hf_error=hf_error, hf_config=hf_config,
-        converted=_converted(init, mount, name), stop=stop, **_init_jobs(hf, res),
+        converted=_converted(init, mount, name), stop=stop, hf_error_key=hf_error_key, **_init_jobs(hf, res),
     )
 
 

@@ -16,6 +16,16 @@ from .source import SourceDoc
 CONFIG_PATH = ("init_from", "huggingface", "config")
 
 
+class ConfigJson(dict[str, Any]):
+    """The parsed config.json, with where it is shown and where each key sits in it (for a refusal
+    about one key: jsonfile.key_positions)."""
+
+    def __init__(self, data: dict[str, Any], shown: str, positions: dict[str, tuple[int, int]]) -> None:
+        super().__init__(data)
+        self.shown = shown
+        self.positions = positions
+
+
 def _where(doc: SourceDoc, path: tuple[str, ...]) -> dict[str, Any]:
     loc = doc.value_location(path)
     if loc is None:
@@ -59,4 +69,4 @@ def hf_config(doc: SourceDoc, spec_path: str) -> tuple[dict[str, Any] | None, li
     if not isinstance(config, dict):
         return None, [make_error("init-from-config", f"init_from.huggingface.config: {name} holds no JSON object",
                                  hint=hint, **where)]
-    return config, []
+    return ConfigJson(config, shown, jsonfile.key_positions(text.removeprefix("\ufeff"), config)), []

@@ -120,6 +120,29 @@ def _locate_key(text: str, key: str, after: int = 0) -> int | None:
     return match.start() if match else None
 
 
+def key_positions(text: str, value: Any) -> dict[str, tuple[int, int]]:
+    """(line, column) of each key of a JSON object and of the keys of its objects ("rope_scaling.factor"),
+    found in order as _check_bounds finds them."""
+    out: dict[str, tuple[int, int]] = {}
+    if not isinstance(value, dict):
+        return out
+    after = 0
+    for key, item in value.items():
+        offset = _locate_key(text, key, after) if isinstance(key, str) else None
+        if offset is None:
+            continue
+        out[key] = _position(text, offset)
+        after = offset
+        if isinstance(item, dict):
+            inner = offset
+            for child in item:
+                found = _locate_key(text, child, inner) if isinstance(child, str) else None
+                if found is not None:
+                    out[f"{key}.{child}"] = _position(text, found)
+                    inner = found
+    return out
+
+
 def _check_bounds(text: str, value: Any, path: tuple[str | int, ...], problems: list[JsonProblem], after: int = 0) -> None:
     if isinstance(value, dict):
         for key, item in value.items():

@@ -124,15 +124,15 @@ def _architecture(config: Mapping[str, Any]) -> tuple[str, str]:
     if not isinstance(archs, list) or len(archs) != 1 or not isinstance(archs[0], str):
         raise UnsupportedArchitecture(
             f"config.json architectures must list exactly one class, got {archs!r}; "
-            f"supported: {supported_list()}")
+            f"supported: {supported_list()}", "architectures")
     if archs[0] in REFUSED_ARCHITECTURES:
         raise UnsupportedArchitecture(
             f"config.json architectures {archs[0]!r} is refused: {REFUSED_ARCHITECTURES[archs[0]]}; "
-            f"supported: {supported_list()}")
+            f"supported: {supported_list()}", "architectures")
     if archs[0] not in SUPPORTED_ARCHITECTURES:
         raise UnsupportedArchitecture(
             f"config.json architectures {archs[0]!r} is not supported: {unsupported_reason(archs[0])}; "
-            f"supported: {supported_list()}")
+            f"supported: {supported_list()}", "architectures")
     return archs[0], SUPPORTED_ARCHITECTURES[archs[0]]
 
 
@@ -145,17 +145,19 @@ def _rope_scaling_factor(family: str, scaling: dict[str, Any] | None, max_positi
         raise HFConfigError(
             f"config.json rope_scaling type 'yarn' for {family}: Bridge builds it with position_embedding_type "
             "'yarn' and yarn_* provider fields (model_bridge.py:569-578), but pretrain_gpt.py has no flag for "
-            "the YaRN factor or original_max_position_embeddings outside multi-latent attention; refused")
+            "the YaRN factor or original_max_position_embeddings outside multi-latent attention; refused",
+            "rope_scaling")
     if family != "llama" or kind != "llama3":
         raise HFConfigError(
             f"config.json rope scaling {kind!r} is not supported for {family}: only Llama's "
-            "'llama3' scaling maps to --use-rope-scaling (llama/llama_bridge.py provider_bridge)")
+            "'llama3' scaling maps to --use-rope-scaling (llama/llama_bridge.py provider_bridge)", "rope_scaling")
     for key in ("factor", "low_freq_factor", "high_freq_factor"):
         if scaling.get(key) is None:
             # transformers' _validate_llama3_rope_parameters requires them: AutoConfig (Bridge's first
             # step) refuses the file
             raise HFConfigError(f"config.json rope_scaling (llama3) has no {key}: transformers refuses to load "
-                                "a llama3 RoPE without it, so Bridge cannot convert the model; give it as published")
+                                "a llama3 RoPE without it, so Bridge cannot convert the model; give it as published",
+                                "rope_scaling")
     # left out, transformers takes max_position_embeddings for it (modeling_rope_utils.py standardize_rope_params)
     scaling = dict(scaling)
     scaling.setdefault("original_max_position_embeddings", max_positions)
@@ -163,7 +165,7 @@ def _rope_scaling_factor(family: str, scaling: dict[str, Any] | None, max_positi
         if number(scaling, key, fixed) != fixed:
             raise HFConfigError(
                 f"config.json rope scaling {key} = {scaling[key]} but Megatron-LM fixes it at "
-                f"{fixed} (rotary_pos_embedding.py:96-98); only the factor is a flag")
+                f"{fixed} (rotary_pos_embedding.py:96-98); only the factor is a flag", f"rope_scaling.{key}")
     # Bridge's default when the key is missing (llama_bridge.py: rope_scaling_factor = get("factor", 8.0))
     factor = number(scaling, "factor", 8.0)
     if factor != PRETRAIN_GPT_ROPE_SCALING_FACTOR:
@@ -173,7 +175,7 @@ def _rope_scaling_factor(family: str, scaling: dict[str, Any] | None, max_positi
         raise HFConfigError(
             f"config.json llama3 rope scaling factor {factor}: pretrain_gpt.py at the pinned "
             "Megatron-LM ignores --rope-scaling-factor and always uses 8.0 (gpt_builders.py:94, "
-            "gpt_model.py:107); training would silently use the wrong RoPE")
+            "gpt_model.py:107); training would silently use the wrong RoPE", "rope_scaling.factor")
     return factor
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ...diagnostics import Diagnostic, Severity
+from ...diagnostics import Diagnostic, Severity, make_error
 from ...megatron import BRIDGE_MEGATRON
 from ...megatron.hf.families import NEEDS_TE
 from ...megatron.pretrain import MODEL_REQUIRED, PRETRAIN_SCRIPT
@@ -24,6 +24,24 @@ def check_model_fields(ctx: RuleContext) -> Iterator[Diagnostic]:
                              hint=f"add `{field}:` to training.model, or take the architecture from init_from")
 
 
+_REFUSAL_HINT = ("commit the model's config.json as published; a model this refusal names cannot continue from its "
+                 "Hugging Face weights through Bridge v0.5.1 and pretrain_gpt.py (docs/bridge.md lists the families "
+                 "that can)")
+
+
+def _refusal(ctx: RuleContext, error: str, key: str | None) -> Diagnostic:
+    """The derivation's refusal, at the config.json key it names (its parent object's key, else the spec's
+    init_from.huggingface.config when the file does not hold the key)."""
+    config: Any = ctx.facts.hf_config
+    positions = getattr(config, "positions", {})
+    where = positions.get(key) or positions.get((key or "").split(".")[0]) if key else None
+    message = f"init_from.huggingface.config: {error}"
+    if where is None:
+        return ctx.locate("init-from-config", message, HERE + ("huggingface", "config"), hint=_REFUSAL_HINT)
+    return make_error("init-from-config", message, hint=_REFUSAL_HINT, file=config.shown, line=where[0],
+                      column=where[1], key_path=HERE + ("huggingface", "config"))
+
+
 def check_init_from(ctx: RuleContext) -> Iterator[Diagnostic]:
     init: Any = ctx.sections["init_from"]
     facts = ctx.facts
@@ -32,11 +50,7 @@ def check_init_from(ctx: RuleContext) -> Iterator[Diagnostic]:
                          "checkpoint is a Megatron-LM GPT)", HERE, key=True)
         return
     if facts.hf_error is not None:
-        yield ctx.locate("init-from-config", f"init_from.huggingface.config: {facts.hf_error}",
-                         HERE + ("huggingface", "config"),
-                         hint="commit the model's config.json as published; a model this refusal names cannot "
-                              "continue from its Hugging Face weights through Bridge v0.5.1 and pretrain_gpt.py "
-                              "(docs/bridge.md lists the families that can)")
+        yield _refusal(ctx, facts.hf_error, facts.hf_error_key)
     model = ctx.sections["training"].model
     if facts.hf is not None and facts.hf.family in NEEDS_TE and model is not None and model.transformer_impl == "local":
         yield ctx.locate("init-from-config", f"init_from.huggingface.config: {facts.hf.architecture}: "

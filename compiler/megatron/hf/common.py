@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -11,7 +12,16 @@ T = TypeVar("T")
 
 
 class HFConfigError(ValueError):
-    """config.json describes something this derivation cannot express as Megatron-LM flags."""
+    """config.json describes something this derivation cannot express as Megatron-LM flags; key is the
+    config.json key it is about ("rope_scaling.beta_fast"), where one is, for the diagnostic's position."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        named = _NAMED.match(message)  # "config.json KEY ..." names the key it is about
+        self.key = key if key is not None else (named.group(1) if named else None)
+
+
+_NAMED = re.compile(r"config\.json ([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?)")
 
 
 class UnsupportedArchitecture(HFConfigError):
@@ -31,10 +41,10 @@ def pos_int(config: Mapping[str, Any], key: str, default: Any = _MISSING, *, zer
         return int(default)
     if isinstance(v, bool) or not isinstance(v, int) or v < (0 if zero else 1):
         kind = "a non-negative" if zero else "a positive"
-        raise HFConfigError(f"config.json {key} must be {kind} integer, got {v!r}")
+        raise HFConfigError(f"config.json {key} must be {kind} integer, got {v!r}", key)
     if high is not None and v > high:
         raise HFConfigError(f"config.json {key} = {v} exceeds {high}, more than any model has (every layer is "
-                            "built and counted one by one)")
+                            "built and counted one by one)", key)
     return v
 
 
@@ -50,11 +60,11 @@ def number(config: Mapping[str, Any], key: str, default: float, *, positive: boo
     if v is None:
         return float(default)
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise HFConfigError(f"config.json {key} must be a finite number, got {v!r}")
+        raise HFConfigError(f"config.json {key} must be a finite number, got {v!r}", key)
     if positive and v <= 0:
-        raise HFConfigError(f"config.json {key} must be positive, got {v!r}")
+        raise HFConfigError(f"config.json {key} must be positive, got {v!r}", key)
     if (low is not None and v < low) or (high is not None and v > high):
-        raise HFConfigError(f"config.json {key} = {v!r} is outside [{low}, {high}]")
+        raise HFConfigError(f"config.json {key} = {v!r} is outside [{low}, {high}]", key)
     return float(v)
 
 
@@ -64,7 +74,7 @@ def _typed(config: Mapping[str, Any], key: str, default: T, kind: type[T], what:
     if v is None:
         return default
     if not isinstance(v, kind):
-        raise HFConfigError(f"config.json {key} must be {what}, got {v!r}")
+        raise HFConfigError(f"config.json {key} must be {what}, got {v!r}", key)
     return v
 
 
@@ -87,7 +97,7 @@ def rope(config: Mapping[str, Any]) -> tuple[float, dict[str, Any] | None]:
     """
     params = config.get("rope_parameters")
     if params is not None and not isinstance(params, Mapping):
-        raise HFConfigError(f"config.json rope_parameters must be an object or null, got {params!r}")
+        raise HFConfigError(f"config.json rope_parameters must be an object or null, got {params!r}", "rope_parameters")
     theta = config.get("rope_theta")
     scaling = config.get("rope_scaling")
     if isinstance(params, Mapping):
@@ -97,9 +107,9 @@ def rope(config: Mapping[str, Any]) -> tuple[float, dict[str, Any] | None]:
     if theta is None:
         theta = 10000.0  # the transformers default of every supported config class
     if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not math.isfinite(theta) or theta <= 0:
-        raise HFConfigError(f"config.json rope_theta must be a positive number, got {theta!r}")
+        raise HFConfigError(f"config.json rope_theta must be a positive number, got {theta!r}", "rope_theta")
     if scaling is not None and not isinstance(scaling, Mapping):
-        raise HFConfigError(f"config.json rope_scaling must be an object or null, got {scaling!r}")
+        raise HFConfigError(f"config.json rope_scaling must be an object or null, got {scaling!r}", "rope_scaling")
     if scaling is not None and (scaling.get("rope_type") or scaling.get("type")) in (None, "default"):
         scaling = None
     return float(theta), (dict(scaling) if scaling is not None else None)

@@ -42,7 +42,7 @@ def _refuse(key: str, value: Any, family: str, field: str, why: str) -> HFConfig
     return HFConfigError(
         f"config.json {key} = {value!r} in a {family} config: {why}, but Bridge v0.5.1 copies it onto the "
         f"provider's {field} (model_bridge.py CONFIG_MAPPING), so the converted model would not be the published "
-        f"one; remove {key} from config.json")
+        f"one; remove {key} from config.json", key)
 
 
 def check_foreign(config: Mapping[str, Any], family: str) -> None:
@@ -109,7 +109,7 @@ def check_types(config: Mapping[str, Any], family: str) -> None:
             f"config.json model_type = {config.get('model_type', '(left out)')!r}, but this architecture's "
             f"transformers class registers {want!r}: AutoConfig, which Bridge v0.5.1's conversion calls first, "
             "picks the config class by model_type (and runs no repository code), so it would fail or build "
-            f"another model; write model_type: {want!r} as the model's own config.json has it")
+            f"another model; write model_type: {want!r} as the model's own config.json has it", "model_type")
     for key, value in config.items():
         kinds = FIELDS[family].get(key)
         if kinds is not None and not _matches(value, kinds):
@@ -117,4 +117,4 @@ def check_types(config: Mapping[str, Any], family: str) -> None:
             raise HFConfigError(
                 f"config.json {key} = {value!r:.60} is not {words}: transformers 5.8.1's config class for "
                 f"{family}, which Bridge v0.5.1's conversion loads, refuses it; write {key} as the published "
-                "model has it")
+                "model has it", key)

@@ -51,7 +51,8 @@ def untied(config: Mapping[str, Any], family: str) -> bool:
         raise HFConfigError(
             f"config.json tie_word_embeddings = true for {family}: Bridge v0.5.1 builds this family with separate "
             f"input and output embeddings whatever the config says ({ALWAYS_UNTIED[family]}), so the converted model "
-            "would not be the tied model the weights were trained as; refused (the published models are untied)")
+            "would not be the tied model the weights were trained as; refused (the published models are untied)",
+            "tie_word_embeddings")
     return not tied
 
 

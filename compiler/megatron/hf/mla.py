@@ -65,7 +65,7 @@ def derive_mla(config: Mapping[str, Any], family: str, scaling: dict[str, Any] |
                 raise HFConfigError(
                     f"config.json rope_scaling.{key} = {scaling[key]!r}: Megatron-LM fixes it at {fixed:g} for "
                     "multi-latent attention (MLATransformerConfig, transformer_config.py:2610-2616) and has no "
-                    "flag for it; refused")
+                    "flag for it; refused", f"rope_scaling.{key}")
         for key in ("attention_factor", "truncate"):
             if key in scaling and not (key == "truncate" and scaling[key] is True):
                 raise HFConfigError(f"config.json rope_scaling.{key} = {scaling[key]!r} has no Megatron-LM flag "
