@@ -34,7 +34,7 @@ from typing import Any
 
 from .layer_time import _recomputed_fraction
 
-# profiled seconds (tools/trace_summary.py --phases on the fixtures; tests/test_timing.py recomputes them)
+# profiled seconds (tools/trace_summary.py --phases on the fixtures; tests/test_host_time.py recomputes them)
 LAYER_PASS_S = 5.76e-3  # one dense layer's forward and backward
 LAYER_FORWARD_SHARE = 0.46  # of it, the forward (what full recompute repeats)
 MICROBATCH_S = 5.64e-3  # a micro batch beyond its layers
