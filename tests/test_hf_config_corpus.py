@@ -272,6 +272,8 @@ FOUND = [
     ("Qwen3-30B-A3B", {"num_experts_per_tok": 1}, "num_experts_per_tok 1 with norm_topk_prob true"),
     ("Qwen3-0.6B", {"partial_rotary_factor": 0.5}, "partial_rotary_factor 0.5 in a qwen3 config"),
     ("DeepSeek-V3", {"n_group": None}, "topk_group = 4 with n_group null or left out"),
+    ("DeepSeek-V3", {"n_group": 256}, "n_group 256 leaves 1 of the 256 routed experts in a group"),
+    ("DeepSeek-V3", {"n_group": 128, "topk_group": 2}, "num_experts_per_tok 8 from topk_group 2 groups"),
     ("DeepSeek-V2-Lite", {"topk_group": None}, "n_group = 1 with topk_group null or left out"),
     ("DeepSeek-V3", {"rope_scaling": {"type": "yarn", "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0}},
      "no original_max_position_embeddings, so transformers and Bridge take max_position_embeddings 163840"),
