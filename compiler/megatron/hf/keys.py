@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .class_fields import FIELDS, MODEL_TYPE
+from .class_fields import MODEL_TYPE, field_kinds
 from .common import HFConfigError
 
 # family -> (num_key_value_heads, intermediate_size) when config.json leaves the key out; None: the
@@ -111,7 +111,7 @@ def check_types(config: Mapping[str, Any], family: str) -> None:
             "picks the config class by model_type (and runs no repository code), so it would fail or build "
             f"another model; write model_type: {want!r} as the model's own config.json has it", "model_type")
     for key, value in config.items():
-        kinds = FIELDS[family].get(key)
+        kinds = field_kinds(family, key)
         if kinds is not None and not _matches(value, kinds):
             words = " or ".join(_KIND_WORDS.get(k, k) for k in kinds.split("|"))
             raise HFConfigError(
