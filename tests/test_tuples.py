@@ -34,55 +34,6 @@ def test_a_class_statement_makes_typings_named_tuple():
     assert pickle.loads(pickle.dumps(pair)) == pair  # the batch's workers send outcomes back pickled
 
 
-def _behaviour(cls: type) -> list[object]:
-    """What a named tuple class does and says, as data: to compare two classes of the same fields."""
-    out: list[object] = [cls._fields, cls._field_defaults, cls.__match_args__, cls.__slots__,  # type: ignore[attr-defined]
-                         cls.__new__.__defaults__, cls.__new__.__qualname__, cls.__new__.__doc__,
-                         cls._make.__doc__, cls._replace.__doc__, cls.__bases__]  # type: ignore[attr-defined]
-    value = cls(1, 2) if len(cls._fields) > 1 else cls(1)  # type: ignore[attr-defined]
-    out += [value, repr(value), value._asdict(), value.__getnewargs__(), cls._make(list(value)),  # type: ignore[attr-defined]
-            pickle.loads(pickle.dumps(value)) == value, value[0], value._replace(**{cls._fields[0]: 9})]  # type: ignore[attr-defined]
-    out += [[getattr(cls, name).__doc__ for name in cls._fields]]  # type: ignore[attr-defined]
-    for bad in ((), (1, 2, 3, 4), {"nope": 1}):
-        try:
-            cls(**bad) if isinstance(bad, dict) else cls(*bad)
-        except TypeError as exc:
-            out.append(str(exc))
-    for bad_make in ([1, 2, 3, 4],):
-        try:
-            cls._make(bad_make)  # type: ignore[attr-defined]
-        except TypeError as exc:
-            out.append(str(exc))
-    try:
-        value._replace(nope=1)
-    except ValueError as exc:
-        out.append(str(exc))
-    return out
-
-
-@pytest.mark.parametrize("fields, defaults", [
-    (["only"], []), (["only"], [5]), (["first", "second"], []), (["first", "second"], ["b"]),
-    (["a", "b", "c"], [2, 3]),
-])
-def test_the_class_is_collections_namedtuples(fields, defaults):
-    """The class is built without namedtuple's eval (one `__new__` compiled per number of fields)
-    and behaves as collections.namedtuple's: construction, errors, defaults, repr, pickling."""
-    import collections
-
-    from compiler import tuples
-
-    ours = tuples._namedtuple("Point", fields, defaults, __name__)  # type: ignore[attr-defined]
-    theirs = collections.namedtuple("Point", fields, defaults=defaults, module=__name__)
-    globals()["Point"] = ours  # pickle finds the class by its module and name
-    try:
-        ours_behaviour = _behaviour(ours)
-        globals()["Point"] = theirs
-        assert ours_behaviour == _behaviour(theirs)
-    finally:
-        del globals()["Point"]
-    assert ours.__doc__ == theirs.__doc__ and ours.__module__ == theirs.__module__ == __name__
-
-
 def test_a_field_without_a_default_after_one_with_a_default_is_refused():
     with pytest.raises(TypeError, match="field second without a default"):
         class Bad(NamedTuple):
