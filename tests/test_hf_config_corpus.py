@@ -277,6 +277,13 @@ FOUND = [
     ("DeepSeek-V3", {"n_group": 256}, "n_group 256 leaves 1 of the 256 routed experts in a group"),
     ("DeepSeek-V3", {"n_group": 128, "topk_group": 2}, "num_experts_per_tok 8 from topk_group 2 groups"),
     ("DeepSeek-V2-Lite", {"topk_group": None}, "n_group = 1 with topk_group null or left out"),
+    # RoPE rotates pairs of dimensions: an odd rotated count crashes Megatron (review)
+    ("Qwen3-0.6B", {"head_dim": 127}, "rotates 127 dimensions"),
+    ("GLM-4.5", {"head_dim": 126}, "rotates 63 dimensions"),
+    ("DeepSeek-V3", {"qk_rope_head_dim": 63}, "qk_rope_head_dim 63 is odd"),
+    # V2's group_limited_greedy scores a group by its maximum: one expert a group is enough (review)
+    ("DeepSeek-V2-Lite", {"n_group": 64, "topk_group": 6, "num_experts_per_tok": 6, "topk_method": "group_limited_greedy"},
+     {"moe": ("num_groups", 64)}),
     ("DeepSeek-V3", {"rope_scaling": {"type": "yarn", "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0}},
      "no original_max_position_embeddings, so transformers and Bridge take max_position_embeddings 163840"),
     ("DeepSeek-V3", {"rope_scaling": {"type": "yarn", "factor": 40, "mscale": 0.707,

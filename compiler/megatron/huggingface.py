@@ -277,8 +277,18 @@ def derive(config: Mapping[str, Any], *, tensor_parallel: int = 1) -> HFArchitec
                             f"{tensor_parallel}: --padded-vocab-size keeps it as is")
     eps = number(config, "rms_norm_eps", _EPS_DEFAULT[family], positive=True)
     rotary_percent = _rotary_percent(config, family, scaling)
+    rotated = int(kv_channels * rotary_percent) if rotary_percent < 1.0 else kv_channels
+    if family not in MLA_FAMILIES and rotated % 2:
+        # RotaryEmbedding makes ceil(dim / 2) frequencies and doubles them (rotary_pos_embedding.py:73-80),
+        # _rotate_half splits the rotated part in two halves (rope_utils.py:83): an odd count cannot pair
+        raise HFConfigError(f"config.json head_dim {kv_channels} (x rotary fraction {rotary_percent:g}) rotates "
+                            f"{rotated} dimensions: Megatron's RoPE rotates pairs and fails on an odd count",
+                            "head_dim" if "head_dim" in config else "hidden_size")
     max_positions = pos_int(config, "max_position_embeddings")
     mla = derive_mla(config, family, scaling, max_positions) if family in MLA_FAMILIES else None
+    if mla is not None and mla.qk_pos_emb_head_dim % 2:
+        raise HFConfigError(f"config.json qk_rope_head_dim {mla.qk_pos_emb_head_dim} is odd: Megatron's RoPE "
+                            "rotates pairs of dimensions (rope_utils.py:83) and fails on an odd count")
     moe = derive_moe(config, family, layers) if family in MOE_FAMILIES else None
     ffn = pos_int(config, "intermediate_size", CLASS_DEFAULTS[family][1])
     typed: dict[str, Any] = {

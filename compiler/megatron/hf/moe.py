@@ -83,17 +83,16 @@ def _check_groups(config: Mapping[str, Any], family: str, experts: int, topk: in
     if chosen > groups:
         raise HFConfigError(f"config.json topk_group {chosen} exceeds n_group {groups}")
     per_group = experts // groups
-    if groups > 1 and chosen < groups and (chosen * per_group < topk or per_group < max(topk // chosen, 2)):
-        # the routers take the top scores within each group (Megatron topk // group_topk of them,
-        # moe_utils.py:617; transformers' two) and then topk experts from the chosen groups' experts
+    # Megatron scores a group by the sum of its top (topk // group_topk) scores (moe_utils.py:617);
+    # transformers' DeepSeek-V3/GLM routers use the top 2 (modeling_deepseek_v3.py:217-220), V2's
+    # group_limited_greedy the maximum (modeling_deepseek_v2.py:107)
+    want = 1 if family == "deepseek_v2" else 2
+    if groups > 1 and chosen < groups and (chosen * per_group < topk or per_group < max(topk // chosen, want)):
+        # the routers take the top scores within each group and then topk experts from the chosen groups'
         raise HFConfigError(f"config.json n_group {groups} leaves {per_group} of the {experts} routed experts in a "
-                            f"group: too few to score a group by its top {max(topk // chosen, 2)} or to choose "
+                            f"group: too few to score a group by its top {max(topk // chosen, want)} or to choose "
                             f"num_experts_per_tok {topk} from topk_group {chosen} groups; refused")
     if groups > 1 and chosen < groups:
-        # Megatron scores a group by the sum of its top (topk // group_topk) scores (moe_utils.py:617);
-        # transformers' DeepSeek-V3/GLM routers use the top 2 (modeling_deepseek_v3.py:217-220), V2's
-        # group_limited_greedy the maximum (modeling_deepseek_v2.py:107)
-        want = 1 if family == "deepseek_v2" else 2
         if topk // chosen != want:
             raise HFConfigError(
                 f"config.json n_group {groups}, topk_group {chosen}: num_experts_per_tok {topk} // topk_group {chosen} "
