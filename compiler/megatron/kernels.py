@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from ..tuples import NamedTuple
+from .performance import gradient_accumulation_fusion
 
 
 class RuntimeConfig(NamedTuple):
@@ -121,7 +122,7 @@ def runtime_config(t: Any, tensor: int, values: dict[str, Any]) -> RuntimeConfig
         bias_linear=not t.model.disable_bias_linear,
         recompute_granularity=granularity if isinstance(granularity, str) else None,
         recompute_modules=tuple(str(m) for m in modules),
-        gradient_accumulation_fusion=t.fused_kernels and values.get("gradient_accumulation_fusion") is not False,
+        gradient_accumulation_fusion=gradient_accumulation_fusion(t),
         rope_fusion=(t.fused_kernels and t.model.position_embedding == "rope"
                      and values.get("apply_rope_fusion") is not False),
     )

@@ -108,6 +108,14 @@ def nan_check(t: Any) -> bool:
     return not (t.precision == "fp16" and not static_scale)
 
 
+def gradient_accumulation_fusion(t: Any) -> bool:
+    """Megatron's gradient accumulation fusion (the weight-gradient GEMM adds into main_grad; needs Apex
+    or TE): on by default (arguments.py:2600-2602, a store_false flag); off with training.fused_kernels:
+    false, which passes --no-gradient-accumulation-fusion (flags.UNFUSED_FLAGS), or that flag in
+    training.args (Megatron's parser takes no abbreviations)."""
+    return bool(t.fused_kernels) and "--no-gradient-accumulation-fusion" not in list(t.args)
+
+
 def launch_flags(options: Options) -> Iterator[tuple[str, tuple[str, ...]]]:
     """(flag, values) for the options that are on."""
     if options.overlap_grad_reduce:

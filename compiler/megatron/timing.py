@@ -37,7 +37,7 @@ from .gpus import GPUS, Gpu, gpu_named, gpu_of_flavor
 from .layer_time import Model, StageWork, _recomputed_fraction, stage_work
 from .memory import Estimate, estimate
 from .parallel import ParallelLayout, parallel_layout, world_size
-from .performance import grouped_gemm, nan_check, resolve
+from .performance import gradient_accumulation_fusion, grouped_gemm, nan_check, resolve
 from .pretrain import num_microbatches, padded_vocab_size, train_iterations, virtual_pipeline_size, vocab_size
 from .schedule import bubble_fraction
 
@@ -370,7 +370,7 @@ def parallel_of(spec: SpecView | JobSpec, layout: ParallelLayout) -> Parallel:
         tp_comm_overlap=options.tp_comm_overlap, cross_entropy_fusion=options.cross_entropy_fusion,
         grouped_gemm=grouped_gemm(t), nan_check=nan_check(t),
         rdma=res.rdma, local_attention=local, fused_kernels=t.fused_kernels,
-        grad_accumulation_fusion=t.fused_kernels and "--no-gradient-accumulation-fusion" not in t.args,
+        grad_accumulation_fusion=gradient_accumulation_fusion(t),
         precision=t.precision, stack="local" if local else "te",
         model=Model(bias=not m.disable_bias_linear, rope=m.position_embedding == "rope",
                     learned_position=m.position_embedding == "learned_absolute",
