@@ -32,6 +32,8 @@ PROFILED_CONFIGURATION = {
                  "run of this configuration)",
     "tiny-l2-h256": "in-sample for the host's split by layer, micro batch and iteration (host_time.py: measured on a "
                     "profiled run of this configuration)",
+    "tiny-l2-h256-ga1": "the model of the profiled tiny-l2-h256 at one micro batch a step: its host split is in-sample "
+                        "in part",
 }
 
 

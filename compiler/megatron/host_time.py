@@ -40,7 +40,8 @@ LAYER_FORWARD_SHARE = 0.46  # of it, the forward (what full recompute repeats)
 MICROBATCH_S = 5.64e-3  # a micro batch beyond its layers
 MICROBATCH_FORWARD_SHARE = 0.505  # of a micro batch's host time, before the loss (the NaN check's sync)
 ITERATION_S = 4.94e-3  # the iteration's host work beyond its per-tensor part
-PER_TENSOR_S = 1.84e-4  # per parameter tensor of the rank, without Apex or TE (grad norm sync, copies)
+PER_TENSOR_S = 1.84e-4  # per parameter tensor of the rank, without Apex or TE (grad norm sync, copies): the slope
+# of a line through the two profiles (28 and 96 tensors; the second's iteration also holds MoE work), not measured alone
 # Kernels a local layer launches a pass (norms, linears and their bias adds, RoPE, the attention's reshapes,
 # softmax, dropouts, residuals, forward and backward; counted from the source): the host floor of a stack
 # no profile measured, at the measured launch cost
