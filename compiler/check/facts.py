@@ -28,6 +28,7 @@ from ..schema.record import extend, replace
 from ..schema.records import Training
 
 if TYPE_CHECKING:  # the models themselves load only for the specs that need them (docs/performance.md)
+    from ..load.attachments import ConfigJson
     from ..megatron.hf.size import ConvertSize
     from ..megatron.huggingface import HFArchitecture
     from ..megatron.memory import Estimate
@@ -62,7 +63,7 @@ class Facts(NamedTuple):
     training: Training | None  # training as the rules and the plan read it: the model init_from derives filled in
     hf: HFArchitecture | None  # init_from's architecture, from the committed config.json
     hf_error: str | None  # why it could not be derived
-    hf_config: dict[str, Any] | None  # the committed config.json it derives from
+    hf_config: ConfigJson | None  # the committed config.json it derives from (with where each key sits)
     converted: str | None  # init_from's converted checkpoint directory (default applied)
     stop: StopTimes | None  # a stop that saves: the grace it needs, --exit-duration-in-mins (megatron/stop.py)
     convert: ConvertSize | None = None  # the conversion job sized from the model (None: no init_from model)
@@ -118,7 +119,7 @@ def effective_training(training: Training | None, hf: HFArchitecture | None,
 
 
 def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_ENGINE,
-           hf_config: dict[str, Any] | None = None) -> Facts:
+           hf_config: ConfigJson | None = None) -> Facts:
     """The facts of the sections that validated (see the module docstring)."""
     adapter = engine(platform)
     res, par, training = sections.get("resources"), sections.get("parallelism"), sections.get("training")

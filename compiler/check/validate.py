@@ -8,7 +8,7 @@ one run reports everything it can.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_core import ValidationError
 
@@ -20,6 +20,9 @@ from ..schema.records import JobSpec
 from .context import RuleContext
 from ..platform.engines import DEFAULT_ENGINE, ENGINES
 from .facts import Facts, derive
+
+if TYPE_CHECKING:
+    from ..load.attachments import ConfigJson
 from .rules import run_rules
 
 
@@ -200,7 +203,7 @@ class Checked(NamedTuple):
     diagnostics: list[Diagnostic]
 
 
-def check(doc: SourceDoc, hf_config: dict[str, Any] | None = None) -> Checked:
+def check(doc: SourceDoc, hf_config: ConfigJson | None = None) -> Checked:
     """Check a loaded spec: its schema, then the facts and the rules on every section that validated."""
     diags: list[Diagnostic] = []
     spec: JobSpec | None = None

@@ -33,7 +33,7 @@ def _where(doc: SourceDoc, path: tuple[str, ...]) -> dict[str, Any]:
     return {"file": loc.file, "line": loc.span.line, "column": loc.span.column}
 
 
-def hf_config(doc: SourceDoc, spec_path: str) -> tuple[dict[str, Any] | None, list[Diagnostic]]:
+def hf_config(doc: SourceDoc, spec_path: str) -> tuple[ConfigJson | None, list[Diagnostic]]:
     """The Hugging Face config.json init_from names (relative to the spec's directory), parsed; or
     the diagnostic why it cannot be read. (None, []) when the spec names none."""
     init = doc.data.get("init_from") if isinstance(doc.data, dict) else None

@@ -32,11 +32,11 @@ _REFUSAL_HINT = ("commit the model's config.json as published; a model this refu
 def _refusal(ctx: RuleContext, error: str, key: str | None) -> Diagnostic:
     """The derivation's refusal, at the config.json key it names (its parent object's key, else the spec's
     init_from.huggingface.config when the file does not hold the key)."""
-    config: Any = ctx.facts.hf_config
-    positions = getattr(config, "positions", {})
+    config = ctx.facts.hf_config
+    positions = config.positions if config is not None else {}
     where = positions.get(key) or positions.get((key or "").split(".")[0]) if key else None
     message = f"init_from.huggingface.config: {error}"
-    if where is None:
+    if config is None or where is None:
         return ctx.locate("init-from-config", message, HERE + ("huggingface", "config"), hint=_REFUSAL_HINT)
     return make_error("init-from-config", message, hint=_REFUSAL_HINT, file=config.shown, line=where[0],
                       column=where[1], key_path=HERE + ("huggingface", "config"))
