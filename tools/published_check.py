@@ -210,6 +210,23 @@ def spearman(xs: list[float], ys: list[float]) -> float:
     return 1 - 6 * sum((a - b) ** 2 for a, b in zip(rx, ry)) / (n * (n * n - 1))
 
 
+# what a row's configuration is (everything but its name, source, measurement and grouping): rows of one
+# configuration measured twice (the dgxc releases) would inform each other's leave-one-out
+_NOT_CONFIG = {"id", "source", "measured_step_s", "derived", "sweep", "weak_group", "notes"}
+
+
+def _kin(c: Check, d: Check) -> bool:
+    """D is C's own configuration or C's weak-scaling series: left out with C in the stricter check."""
+    same = all(c.row[k] == d.row[k] for k in c.row if k not in _NOT_CONFIG)
+    return same or bool(c.row["weak_group"]) and d.row["weak_group"] == c.row["weak_group"]
+
+
+def _predict_without(c: Check, full: dict[str, Any], rest: list[Check]) -> float:
+    """C's step time from a fit on REST only (a left-out row changes its own stack's fit and FP8's)."""
+    f = fit_all(rest, full, {c.stack} if c.precision != "fp8" else set())
+    return predict(c, f[c.stack], f.get("fp8-gemm", 1.0), f[c.stack + "-hosts"])
+
+
 def check(path: Path = CSV) -> dict[str, Any]:
     rows = list(csv.DictReader(path.open()))
     cs, refused = [], []
@@ -221,12 +238,14 @@ def check(path: Path = CSV) -> dict[str, Any]:
     full = fit_all(cs)
     out = []
     for i, c in enumerate(cs):
-        f = fit_all(cs[:i] + cs[i + 1:], full, {c.stack} if c.precision != "fp8" else set())
-        pred = predict(c, f[c.stack], f.get("fp8-gemm", 1.0), f[c.stack + "-hosts"])
+        pred = _predict_without(c, full, cs[:i] + cs[i + 1:])
         out.append({"id": c.id, "stack": c.stack, "precision": c.precision, "measured_s": c.measured, "loo_s": pred,
                     "error": pred / c.measured - 1, "sweep": c.row["sweep"], "weak_group": c.row["weak_group"],
                     "gpus": int(c.row["gpus"])})
     errs = sorted(abs(o["error"]) for o in out)
+    # stricter: each row predicted without its configuration's other measurements and its weak-scaling series
+    strict = sorted(abs(_predict_without(c, full, [d for d in cs if d is not c and not _kin(c, d)]) / c.measured - 1)
+                    for c in cs)
     sweeps: dict[str, list[dict[str, Any]]] = {}
     for o in out:
         if o["sweep"]:
@@ -243,6 +262,7 @@ def check(path: Path = CSV) -> dict[str, Any]:
         # weak-scaling efficiency: the smallest run's step over each larger run's, measured and modelled
         scaling[g] = max(abs(base["measured_s"] / o["measured_s"] - base["loo_s"] / o["loo_s"]) for o in v[1:]) if len(v) > 1 else 0.0
     return {"rows": out, "refused": refused, "factors": full, "median": statistics.median(errs), "max": errs[-1],
+            "strict_median": statistics.median(strict), "strict_max": strict[-1],
             "spearman": rho, "weak_scaling_pp": scaling, "total": len(rows)}
 
 
