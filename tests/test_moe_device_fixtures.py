@@ -129,3 +129,31 @@ def test_the_mla_export_mapping_round_trips_on_a_cpu():
     assert record["export_config_differences"] == {}
     assert record["export_hf_loss_batch1_fp32"] == hf(MLA, 1)
     assert record["megatron_loss_eval_rows"] == pytest.approx(record["hf_loss_eval_rows_fp32"], rel=1e-4)
+
+
+def test_the_mla_round_trip_under_te_restarts_exports_and_scores():
+    """Run 6 (mla-device/README.md): the whole round trip of the tiny DeepSeek-V3 with Transformer
+    Engine in one device call: convert.sh, the stop at 11, launch.sh again to 20 with iterations 12-20
+    equal to the uninterrupted run's, verify.sh 20 of 20, then export.sh of the iteration-20 save,
+    loaded by transformers and scored on batch 21 against the uninterrupted run's iteration-21 loss
+    (its iteration-20 weights): 2.567135 vs 2.567142."""
+    lines, equal = _compare().compare(MLA / "run6-reference", MLA / "run6-restarted", 9)
+    assert equal, "\n".join(lines)
+    assert lines[0] == "resumed from iteration 11: first logged iteration 12"
+    summary = (MLA / "run6-summary.txt").read_text()
+    assert "exit record: 143 stopped: SIGTERM saved_iteration: 11 torchrun_status: 0" in summary
+    assert "verify.sh exit 0: 20 of 20 checks passed" in summary and "export.sh exit 0" in summary
+    assert (MLA / "run6-restarted" / "exit_status").read_text().split("\n")[0] == "0"
+    score = json.loads((MLA / "run6-export-score.json").read_text())
+    assert score["class"] == "DeepseekV3ForCausalLM" and score["params"] == 953504
+    assert score["losses"]["21"]["hf_loss_float32"] == pytest.approx(losses(MLA / "run6-reference")[21], rel=2e-4)
+    # and not the source weights' loss on that batch: the export holds the trained weights
+    assert abs(score["losses"]["21"]["hf_loss_float32"] - hf(MLA, 21)) > 0.05
+
+
+def test_the_mla_export_keeps_the_committed_config():
+    """Bridge's DeepSeek-V3 export under TE wrote the committed config.json back, key for key
+    (norm_topk_prob, the group-limited routing, routed_scaling_factor, first_k_dense_replace included)."""
+    exported = json.loads((MLA / "run6-export-config.json").read_text())
+    committed = json.loads((REPO / "tests" / "e2e" / "models" / "tiny-deepseek-v3" / "config.json").read_text())
+    assert exported == committed
