@@ -23,22 +23,14 @@ from __future__ import annotations
 import ast
 import functools
 import json
-import operator
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..tuples import NamedTuple
 from .argflags import _surface
+from .expr import UNKNOWN, evaluator
 
 DATA_FILE = Path(__file__).parent / "data" / "megatron_validate.json"
-
-
-class _Unknown:
-    def __repr__(self) -> str:
-        return "UNKNOWN"
-
-
-UNKNOWN: Any = _Unknown()
 
 
 class Refusal(NamedTuple):
@@ -133,19 +125,6 @@ def arg_values(argv: Sequence[str]) -> tuple[dict[str, Any], dict[str, int]]:
 
 # --- the interpreter --------------------------------------------------------------------------------
 
-_COMPARE: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt,
-    ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not,
-    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
-}
-_BINARY: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-}
-_CALLS: dict[str, Callable[..., Any]] = {"len": len, "int": int, "float": float, "str": str, "bool": bool,
-                                         "min": min, "max": max, "abs": abs, "any": any, "all": all}
-
-
 class _State:
     def __init__(self, values: dict[str, Any]) -> None:
         self.args = values
@@ -158,69 +137,6 @@ class _State:
     def arg(self, dest: str) -> Any:
         self.reads.add(dest)
         return self.args.get(dest, UNKNOWN)
-
-
-def _eval(node: ast.expr, s: _State) -> Any:
-    """A value, or UNKNOWN where anything it depends on is not known."""
-    try:
-        return _eval_node(node, s)
-    except (TypeError, ValueError, ZeroDivisionError, KeyError, IndexError, AttributeError):
-        return UNKNOWN
-
-
-def _eval_node(node: ast.expr, s: _State) -> Any:
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "args":
-        return s.arg(node.attr)
-    if isinstance(node, ast.Name):
-        return s.local.get(node.id, UNKNOWN)
-    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        items = [_eval(e, s) for e in node.elts]
-        if any(x is UNKNOWN for x in items):
-            return UNKNOWN
-        return {ast.List: list, ast.Tuple: tuple, ast.Set: set}[type(node)](items)
-    if isinstance(node, ast.BoolOp):
-        values = [_eval(v, s) for v in node.values]
-        decisive = (lambda v: not v) if isinstance(node.op, ast.And) else bool
-        for v in values:
-            if v is UNKNOWN:
-                # an unknown operand decides nothing unless a known one settles the result
-                return next((w for w in values if w is not UNKNOWN and decisive(w)), UNKNOWN)
-            if decisive(v):
-                return v
-        return values[-1]
-    if isinstance(node, ast.UnaryOp):
-        v = _eval(node.operand, s)
-        if v is UNKNOWN:
-            return UNKNOWN
-        unary: dict[type, Callable[[Any], Any]] = {ast.Not: operator.not_, ast.USub: operator.neg, ast.UAdd: operator.pos}
-        return unary[type(node.op)](v)
-    if isinstance(node, ast.Compare):
-        left = _eval(node.left, s)
-        for op, right_node in zip(node.ops, node.comparators):
-            right = _eval(right_node, s)
-            if left is UNKNOWN or right is UNKNOWN:
-                return UNKNOWN
-            if not _COMPARE[type(op)](left, right):
-                return False
-            left = right
-        return True
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        a, b = _eval(node.left, s), _eval(node.right, s)
-        return UNKNOWN if a is UNKNOWN or b is UNKNOWN else _BINARY[type(node.op)](a, b)
-    if isinstance(node, ast.IfExp):
-        test = _eval(node.test, s)
-        return UNKNOWN if test is UNKNOWN else _eval(node.body if test else node.orelse, s)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-        if node.func.id == "getattr" and len(node.args) >= 2 and isinstance(node.args[0], ast.Name) \
-                and node.args[0].id == "args" and isinstance(node.args[1], ast.Constant):
-            value = s.arg(str(node.args[1].value))
-            return value if value is not UNKNOWN or len(node.args) < 3 else UNKNOWN
-        if node.func.id in _CALLS and not node.keywords:
-            args = [_eval(a, s) for a in node.args]
-            return UNKNOWN if any(a is UNKNOWN for a in args) else _CALLS[node.func.id](*args)
-    return UNKNOWN
 
 
 def _assigned(block: list[dict[str, Any]]) -> set[str]:
@@ -252,7 +168,7 @@ def _run(block: list[dict[str, Any]], s: _State, guards: frozenset[str] = frozen
         kind = st["kind"]
         if kind == "if":
             s.reads = set()
-            test = _eval(_parse(st["test"]), s)
+            test = evaluator(st["test"])(s)
             if test is UNKNOWN:
                 _forget(s, _assigned(st["body"]) | _assigned(st["orelse"]))
                 s.local.clear()  # locals assigned in either branch are not known either
@@ -262,7 +178,7 @@ def _run(block: list[dict[str, Any]], s: _State, guards: frozenset[str] = frozen
                 return found
         elif kind == "assert":
             s.reads = set()
-            value = _eval(_parse(st["test"]), s)
+            value = evaluator(st["test"])(s)
             if value is not UNKNOWN and not value:
                 found = Refusal(st["line"], st["message"] or f"assert {st['test']}", tuple(sorted(s.reads | guards)))
                 s.found.append(found)
@@ -273,9 +189,9 @@ def _run(block: list[dict[str, Any]], s: _State, guards: frozenset[str] = frozen
             s.found.append(found)
             return found  # an exit or a raise ends the block whatever follows
         elif kind == "assign":
-            s.args[st["dest"]] = _eval(_parse(st["value"]), s)
+            s.args[st["dest"]] = evaluator(st["value"])(s)
         elif kind == "let":
-            s.local[st["name"]] = _eval(_parse(st["value"]), s)
+            s.local[st["name"]] = evaluator(st["value"])(s)
         elif kind == "script-defaults":
             for key, value in _data()["script_defaults"].items():
                 if s.args.get(key) is None:
@@ -308,9 +224,9 @@ def _config_refusals(after: _State) -> list[Refusal]:
     value is its expression over args, UNKNOWN where the data has none; nothing is judged where another
     config class may be picked. Reads are reported as the dests the fields come from."""
     config = _data()["config"]
-    if any(_eval(_parse(test), after) is not False for test in config["applies_when"]):
+    if any(evaluator(test)(after) is not False for test in config["applies_when"]):
         return []
-    fields: dict[str, Any] = {f: UNKNOWN if expr is None else _eval(_parse(expr), after)
+    fields: dict[str, Any] = {f: UNKNOWN if expr is None else evaluator(expr)(after)
                               for f, expr in config["fields"].items()}
     state = _State(fields)
     state.keep_going = True
