@@ -17,7 +17,7 @@ from typing import Any, Iterator
 from .tuples import NamedTuple
 from . import TOOL
 from .diagnostics import Diagnostic, Severity, make_error, summary_line
-from .emit import check_outputs, write_outputs
+from .emit import check_outputs, staging_by_name, write_outputs
 from .load.discover import bases_of, display_path, find_specs, recorded_path, repository_root
 from .load.override import Override
 from .plan.types import Plan
@@ -37,6 +37,9 @@ class Options(NamedTuple):
     require_lock: bool = False  # a spec without a lock is an error (CI)
     werror: bool = False
     quiet: bool = False
+    # the output directory's staging entries by spec name, listed once by the batch before its
+    # first spec (emit.staging_by_name); None: each spec's write lists the directory itself
+    staging: dict[str, tuple[str, ...]] | None = None
 
 
 class Outcome(NamedTuple):
@@ -112,7 +115,8 @@ def process(path: str, conflict_with: str | None, options: Options) -> Outcome:
     if not writes:
         return Outcome(display, diags, summary_line(diags, display), "", **kept)
     assert result.files is not None
-    emitted = write_outputs(Path(directory), result.files, force=options.force, spec_file=display)
+    staging = None if options.staging is None else options.staging.get(stem, ())
+    emitted = write_outputs(Path(directory), result.files, force=options.force, spec_file=display, staging=staging)
     diags = diags + emitted.diagnostics
     note = ""
     if not emitted.diagnostics and not options.quiet:
@@ -135,6 +139,10 @@ def _process_item(item: tuple[str, str | None]) -> Outcome:
 def _outcomes(items: list[tuple[str, str | None]], options: Options) -> Iterator[Outcome]:
     """process over the specs in order: in this process, or with one forked worker per CPU (the
     modules and validators already loaded are shared); results come back in spec order."""
+    if not (options.check or options.explain or options.print_spec):
+        # one listing of the output directory for the batch: a listing per spec read every
+        # spec's entry, for each spec
+        options = options._replace(staging=staging_by_name(Path(options.out_dir)))
     workers = min(os.cpu_count() or 1, 8)
     parallel = not (options.explain or options.print_spec)
     if not parallel or workers < 2 or len(items) < PARALLEL_MIN_SPECS or sys.platform != "linux":

@@ -18,6 +18,7 @@ import fcntl
 import os
 import re
 import shutil
+import stat
 from pathlib import Path
 from typing import Callable
 
@@ -120,17 +121,30 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def remove_stale_staging(directory: Path, name: str | None = None) -> list[Path]:
+def staging_by_name(directory: Path) -> dict[str, tuple[str, ...]]:
+    """The `.NAME.PID.tmp` staging entries in `directory`, by NAME, from one listing: a batch lists
+    its output directory once instead of once per spec (each listing reads every spec's entry)."""
+    found: dict[str, list[str]] = {}
+    for entry_name in _listing(directory):
+        match = _STAGING.fullmatch(entry_name)
+        if match is not None:
+            found.setdefault(match["name"], []).append(entry_name)
+    return {name: tuple(entries) for name, entries in found.items()}
+
+
+def remove_stale_staging(directory: Path, name: str | None = None,
+                         candidates: tuple[str, ...] | None = None) -> list[Path]:
     """Remove the `.NAME.PID.tmp` staging entries in `directory` whose process is gone (a killed
-    run); `name` limits it to one output's. Returns what was removed."""
+    run); `name` limits it to one output's, `candidates` (staging_by_name's) to those entries
+    instead of a listing. Returns what was removed."""
     removed = []
-    for entry in _listing(directory).values():
-        match = _STAGING.fullmatch(entry.name)
+    for entry_name in sorted(_listing(directory)) if candidates is None else candidates:
+        match = _STAGING.fullmatch(entry_name)
         if match is None or (name is not None and match["name"] != name) or _alive(int(match["pid"])):
             continue
-        path = Path(entry.path)
+        path = directory / entry_name
         try:
-            if entry.is_dir(follow_symlinks=False):
+            if stat.S_ISDIR(os.lstat(path).st_mode):
                 shutil.rmtree(path)
             else:
                 path.unlink()
@@ -187,15 +201,20 @@ def _listing(directory: Path) -> dict[str, os.DirEntry[str]]:
         return {}
 
 
-def write_outputs(directory: Path, files: dict[str, str], *, force: bool, spec_file: str) -> EmitResult:
-    """Make `directory` hold exactly `files` (plus any foreign files), atomically per spec."""
+def write_outputs(directory: Path, files: dict[str, str], *, force: bool, spec_file: str,
+                  staging: tuple[str, ...] | None = None) -> EmitResult:
+    """Make `directory` hold exactly `files` (plus any foreign files), atomically per spec. A killed
+    run's staging for it beside it is removed: `staging` names the candidates (a batch's one
+    listing, staging_by_name), or None to list the parent directory here."""
     result = EmitResult()
 
     def fail(code: str, message: str, hint: str | None = None) -> EmitResult:
         result.diagnostics.append(make_error(code, message, hint=hint, file=spec_file))
         return result
 
-    if os.path.isdir(directory.parent):
+    if staging is not None:
+        result.removed.extend(remove_stale_staging(directory.parent, directory.name, staging))
+    elif os.path.isdir(directory.parent):
         result.removed.extend(remove_stale_staging(directory.parent, directory.name))
     if not os.path.lexists(directory):
         try:
