@@ -60,7 +60,7 @@ def regenerate_command(path: str, options: Options) -> tuple[str, str]:
     """(the spec as headers record it, the command that reproduces its artifacts from the
     repository root: the output directory and every --set included)."""
     root = repository_root(path)
-    recorded = recorded_path(path, root)
+    recorded = recorded_path(path, root, searched=True)
     words = [TOOL, recorded]
     # An output directory inside the repository is named relative to its root; one outside it
     # cannot be named without a machine's path, which no artifact holds: the header leaves it out.

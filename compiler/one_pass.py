@@ -16,7 +16,7 @@ from .diagnostics import Diagnostic
 from .load.attachments import hf_config
 from .load.compose import compose
 from .load.override import Override
-from .load.repoconfig import GUARDRAILS, PRICES, load_config
+from .load.repoconfig import GUARDRAILS, PRICES, load_configs
 from .load.source import SourceDoc
 from .plan.build import build_plan
 from .plan.guardrails import NONE, Guardrails, absolute, guardrails_of
@@ -69,9 +69,8 @@ def compile_spec(path: str, display: str, *, overrides: tuple[Override, ...] = (
     if pin_diags:
         return CompileResult(display, diags + pin_diags, bases=bases, facts=checked.facts)
 
-    prices_doc, config_diags = load_config(path, PRICES)
+    (prices_doc, config_diags), (guards_doc, guard_file_diags) = load_configs(path, PRICES, GUARDRAILS)
     prices, price_diags = price_table(prices_doc)
-    guards_doc, guard_file_diags = load_config(path, GUARDRAILS)
     guards, guard_diags = guardrails_of(guards_doc)
     config_diags = config_diags + price_diags + guard_file_diags + guard_diags
     if config_diags:

@@ -52,12 +52,13 @@ def leaves(path: str, root: str) -> bool:
     return not real.startswith(root.rstrip("/") + "/")
 
 
-def recorded_path(path: str, root: str | None = None) -> str:
+def recorded_path(path: str, root: str | None = None, *, searched: bool = False) -> str:
     """How a path is recorded in a generated file's header: relative to the repository root, so
     the header is the same from any working directory; below the working directory without a
-    repository, relative to it; else its file name alone, never a machine's absolute path."""
+    repository, relative to it; else its file name alone, never a machine's absolute path. `root`:
+    the repository root when the caller has it (with `searched`, None means there is none)."""
     absolute = os.path.realpath(path)
-    for base in (root if root is not None else repository_root(path), _real_cwd()):
+    for base in (root if root is not None or searched else repository_root(path), _real_cwd()):
         if base is not None and (absolute == base or absolute.startswith(base.rstrip("/") + "/")):
             return os.path.relpath(absolute, base)
     return os.path.basename(absolute)

@@ -19,22 +19,16 @@ PRICES = "prices.yaml"
 GUARDRAILS = "guardrails.yaml"
 
 
-def config_path(spec_path: str, name: str) -> str | None:
-    """Where the repository holding `spec_path` keeps `name`, or None outside a repository."""
+def load_configs(spec_path: str, *names: str) -> list[tuple[SourceDoc | None, list[Diagnostic]]]:
+    """Each settings file `names` names in the spec's repository, parsed with positions; (None, [])
+    for one there is none of. The repository is looked for once for all of them."""
     root = repository_root(spec_path)
-    return None if root is None else os.path.join(root, CONFIG_DIR, name)
+    loaded: list[tuple[SourceDoc | None, list[Diagnostic]]] = []
+    for name in names:
+        path = None if root is None else os.path.join(root, CONFIG_DIR, name)
+        if root is None or path is None or not inputs.exists(path):
+            loaded.append((None, []))
+        else:  # shown relative to the repository root
+            loaded.append(load_file(path, os.path.relpath(path, root)))
+    return loaded
 
-
-def shown(path: str, spec_path: str) -> str:
-    """The settings file as diagnostics print it: relative to the repository root."""
-    root = repository_root(spec_path)
-    return os.path.relpath(path, root) if root is not None else path
-
-
-def load_config(spec_path: str, name: str) -> tuple[SourceDoc | None, list[Diagnostic]]:
-    """The settings file `name` of the spec's repository, parsed with positions; (None, []) when
-    there is none."""
-    path = config_path(spec_path, name)
-    if path is None or not inputs.exists(path):
-        return None, []
-    return load_file(path, shown(path, spec_path))
