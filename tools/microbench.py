@@ -13,7 +13,10 @@ never fitted jointly with another:
 - launch: host cost per kernel launch (a tiny add, enqueued without waiting) and per autograd op;
 - adam: torch.optim.AdamW (foreach, what Megatron uses without TE or Apex) per fp32 parameter.
 
-    python tools/microbench.py OUT.json [--quick]
+    python tools/microbench.py OUT.json [--quick] [--only FAMILY[,FAMILY]]
+
+`--only launch` times the host's launch figures alone (a few seconds): tools/host_measure_device.sh takes
+them before and after a batch of runs, the host's speed where those runs ran.
 
 Writes one JSON object (device, torch version, and one list per family). Timing: CUDA events
 around a loop of repetitions after warm-up; the median of 5 such loops.
@@ -196,11 +199,14 @@ def adam() -> list[dict]:
 
 def main() -> None:
     path = sys.argv[1]
+    only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
     result: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                     "cuda": torch.version.cuda, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     torch.backends.cuda.matmul.allow_tf32 = False
     for name, fn in (("launch", launch), ("copy", copy), ("adam", adam), ("ops", ops), ("bmm", bmm),
                      ("gemm_bf16", lambda: gemm(torch.bfloat16)), ("gemm_fp16", lambda: gemm(torch.float16))):
+        if only is not None and name not in only:
+            continue
         t = time.time()
         try:
             result[name] = fn()
