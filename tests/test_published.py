@@ -59,3 +59,31 @@ def test_a_rows_own_measurement_never_informs_its_prediction(result: dict[str, A
     moved = {o["id"]: o["loo_s"] for o in published.check(path)["rows"]}  # type: ignore[attr-defined]
     before = {o["id"]: o["loo_s"] for o in result["rows"]}
     assert moved["mlm-h100-16b"] == pytest.approx(before["mlm-h100-16b"], rel=1e-12)
+
+
+def test_fused_softmax_runs_only_at_the_shapes_its_kernel_takes() -> None:
+    """fused_softmax.py is_kernel_available: b x heads a rank a multiple of 4 and of the kernel's batches per
+    block (4 at 1024 keys, 8 at 128 or fewer); the vTrain TP 8 rows at micro batch 1 (16 heads: 2 a rank) fall
+    back to torch's softmax, which costs its GPU passes and launches."""
+    from compiler.megatron.flops import FlopsArgs
+    from compiler.megatron.layer_time import Model, fused_softmax_available, stage_work
+    from compiler.megatron.timing import Parallel
+    assert fused_softmax_available(1, 4, 1024, 1024) and fused_softmax_available(2, 2, 1024, 1024)
+    assert not fused_softmax_available(1, 2, 1024, 1024)  # 2 attention batches
+    assert not fused_softmax_available(1, 4, 128, 128)  # 8 batches a block at 128 keys
+    assert fused_softmax_available(2, 4, 128, 128)
+    assert not fused_softmax_available(4, 4, 8192, 8192)  # sk over 4096
+    args = FlopsArgs(num_layers=2, hidden_size=1024, num_attention_heads=16, kv_channels=64, ffn_hidden_size=4096,
+                     seq_length=1024, padded_vocab_size=51200)
+
+    def work(tp: int, micro: int, softmax: bool | None = None) -> Any:
+        par = Parallel(tensor=tp, pipeline=1, context=1, data=1, micro_batch=micro, global_batch=micro,
+                       gpus_per_worker=8, workers=1, local_attention=True, fused_kernels=True, recompute="full",
+                       recompute_method="uniform", recompute_num_layers=1, fused_softmax=softmax)
+        return stage_work(args, Model(), par, 2, True, True)
+
+    fallback, fused, unfused = work(8, 1), work(4, 1), work(8, 1, softmax=False)
+    assert fallback.launches == 2 * 4 * 3 and fused.launches == 0  # 4 more each way, the recompute's again
+    # the fallback's passes over the scores are the unfused ones (--no-masked-softmax-fusion's), not the kernel's
+    assert fallback.attention == pytest.approx(unfused.attention)
+    assert work(8, 2).attention < fallback.attention * 2

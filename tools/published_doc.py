@@ -55,6 +55,12 @@ CHANGES = (
     "NCCL's latency table taken from current NCCL (commit b6475625: LL and LL128 bases 6.6 and 14 us, the network's "
     "Simple step 14 us, a post overhead a step for multi-worker rings, LL's bandwidth cap, the ring's 1.4x plateau) "
     "instead of the A100-era one (01afd20a): no row moves by 1 pp.",
+    "Megatron's fused scale-mask-softmax runs only at the shapes its kernel takes (fused_softmax.py:238-268 at the "
+    "pinned commit, the same test in Megatron-DeepSpeed's megatron/model/fused_softmax.py: b x heads a rank a "
+    "multiple of 4 and of the kernel's batches per block, 4 at 1024 keys); elsewhere forward_torch_softmax runs, "
+    "priced as the unfused passes over the scores (measured) and its 4 more launches each way "
+    "(layer_time.fused_softmax_available): the vTrain TP 8 micro batch 1 rows (2 heads a rank) -31.8 -> -30.5 % "
+    "(h1024) and -28.2 -> -26.8 % (h2048); no other row moves by more than 0.2 pp.",
 )
 
 
@@ -116,8 +122,8 @@ LIMITS = (
     "  the same micro batch take 3.3-3.7 ms (host-bound). NCCL's model gives an 8-rank 2 MiB all-reduce on NVLink",
     "  57 us (4 ranks 40, 2 ranks 24), 4 on the critical path a layer with recompute: 0.23 ms, not 1.5; NCCL's",
     "  older A100-era table (commit 01afd20a) moves no row by 1 pp. At micro batch 1 with 2 heads a rank",
-    "  the fused softmax is off (b x heads a rank not a multiple of 4, fused_softmax.py:259), a few passes over 2 M",
-    "  scores: tens of microseconds. Not found; TP 8 at micro batch 2 is 12-18 % under too, at 4 and 8 within 10 %.",
+    "  the fused softmax is off (change 8): its fp32 passes over 2 M scores and 12 more launches a layer and micro",
+    "  batch are 0.1-0.2 ms of the 1.5. Not found; TP 8 at micro batch 2 is 11-17 % under too, at 4 and 8 within 10 %.",
     "- vTrain TP 2 with PP 2 or 4 at micro batch 4 (h1024), and TP 4 at micro batch 2 (h2048): 3.9 ms a layer pass",
     "  at micro batch 4 as at 1, so host time hides the GPU's there; the check adds its fitted host costs to the GPU",
     "  time (the form that fits the other vTrain rows, where micro batch 4 costs nearly host + GPU at TP 1), and",

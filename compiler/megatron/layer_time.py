@@ -62,6 +62,25 @@ CROSS_ENTROPY_BYTES = 52
 FUSED_CROSS_ENTROPY_BYTES = 22
 
 
+# Kernels torch's fallback softmax (fused_softmax.py forward_torch_softmax: float, scale, masked_fill,
+# softmax, half) launches beyond the fused kernel's one, each way
+SOFTMAX_FALLBACK_LAUNCHES = 4
+
+
+def fused_softmax_available(b: int, heads_per_rank: int, sq: float, sk: float) -> bool:
+    """Whether Megatron's fused scale-mask-softmax runs (fused_softmax.py:238-268 at the pinned commit,
+    the same test in Megatron-DeepSpeed's megatron/model/fused_softmax.py): 16 < sk <= 4096, sq and sk
+    multiples of 4, and the attention batches (micro batch x heads a rank) a multiple of 4 and, causal,
+    of the kernel's batches per block (scaled_masked_softmax.h get_batch_per_block: 128 threads a block
+    in warps of min(32, sk rounded up to a power of two) lanes, two batches a warp up to 128 keys)."""
+    attn_batches = b * heads_per_rank
+    if not (16 < sk <= 4096 and sq % 4 == 0 and sk % 4 == 0 and attn_batches % 4 == 0):
+        return False
+    keys = 1 << max(0, int(sk - 1).bit_length())
+    per_block = (128 // min(keys, 32)) * (2 if keys <= 128 else 1)
+    return attn_batches % per_block == 0
+
+
 class StageWork(NamedTuple):
     """Seconds of one micro batch on one stage's GPU, by term, and the host's launches."""
 
@@ -130,7 +149,9 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
         # forward is about a third of it
         # with Megatron's fused scale-mask-softmax (Apex or TE kernels, fused_kernels: true) the mask,
         # softmax and its backward are one pass each way (10 bytes a score) and dropout stays
-        fused_softmax = fused if par.fused_softmax is None else par.fused_softmax
+        # and only at the shapes its kernel takes (fused_softmax_available): else torch's fp32 softmax
+        fused_softmax = (fused if par.fused_softmax is None else par.fused_softmax) and \
+            fused_softmax_available(b, heads // tp, s, args.seq_length)
         per_score = rates.attention_score_seconds(args.seq_length) if not fused_softmax else (
             rates.op_seconds("dropout", 1) + 10 / rates.hbm_bytes_per_second())
         core_fwd = qk + pv + scores * per_score / 3
@@ -167,6 +188,10 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
     # -- MoE
     moe_s = moe_fwd = moe_wait = 0.0
     launches = 0
+    # the softmax fallback's launches beyond the fused kernel's (forward_torch_softmax's cast, scale,
+    # masked_fill and cast back beside the softmax; their backward ops), a recomputed forward's again
+    fallback = (par.local_attention and not fused_softmax and (fused if par.fused_softmax is None else par.fused_softmax))
+    softmax_launches = SOFTMAX_FALLBACK_LAUNCHES * (2 + fraction) if fallback else 0.0
     if moe:
         moe_s, moe_fwd, expert_launches, moe_wait = _moe(args, par, tokens, dt)
         launches += expert_launches
@@ -200,7 +225,7 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
         elementwise=layers * ew * (1 + fraction / 3),
         grad_accumulation=accumulate,
         moe=layers * moe_s * (1 + fraction / 3),
-        head=head, embedding=emb, launches=int(layers * launches * (1 + fraction / 3)),
+        head=head, embedding=emb, launches=int(layers * (launches * (1 + fraction / 3) + softmax_launches)),
         moe_layers=layers if moe else 0, recompute=recompute, moe_wait=layers * moe_wait * (1 + fraction / 3))
 
 
