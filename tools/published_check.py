@@ -93,6 +93,7 @@ class Check(NamedTuple):
     slots: float  # micro batches on the critical path, m + (pp - 1) / v: what a per-micro-batch host cost multiplies
     passes: float  # a stage's layer passes on those slots (a recomputed forward a third of one): a per-layer host cost's
     calls: float  # TP collective calls on those slots: what a host cost per collective call multiplies
+    tp: float  # the TP collectives' exposed time: on the GPU's stream, beside the compute, not the host's
 
 
 def _base(row: dict[str, str]) -> Check:
@@ -112,8 +113,9 @@ def _base(row: dict[str, str]) -> Check:
     layers = fa.num_layers // par.pipeline
     passes = slots * layers * (4 / 3 if par.recompute == "full" else 1.0)
     calls = slots * layers * tp_collectives(par, _recomputed_fraction(par, layers))
+    tp = sum(t.seconds for t in step.terms if t.name in ("tp", "tp-exposed") and t.exposed)
     return Check(row["id"], par.stack, row["precision"], float(row["measured_step_s"]), step.seconds,
-                 step.term("compute").seconds + step.term("bubble").seconds, share, row, slots, passes, calls)
+                 step.term("compute").seconds + step.term("bubble").seconds, share, row, slots, passes, calls, tp)
 
 
 # The host costs each stack's fit may use, and what each multiplies: per micro batch on the critical path,
@@ -121,20 +123,36 @@ def _base(row: dict[str, str]) -> Check:
 # function, ProcessGroupNCCL's stream and event work, NCCL's enqueue), per iteration (the step's own host
 # work; the H200's HOST_PER_ITERATION is the lent machine's, as its host per micro batch is); each >= 0.
 HOSTS = ("host", "layer-host", "call-host", "iteration-host")
+# The first three are the host's side of the micro batches, the GPU's side is the compute and bubble (at the
+# stack's factor) and the TP collectives, which run on the GPU's stream behind the compute they reduce. The
+# host enqueues kernels ahead of the GPU, but not across a micro batch: Megatron's get_batch syncs the host
+# with the GPU at every micro batch (pretrain_gpt.py get_batch -> tensor_parallel.broadcast_data, whose
+# _build_key_size_numel_dictionary copies the sizes back with .cpu(); Megatron-DeepSpeed's and the pinned
+# commit's alike), and inside one the forward's host work cannot run ahead of the backward's GPU work it
+# has not issued yet. So the two sides overlap only in part: max(GPU, host) + OVERLAP x min(GPU, host),
+# OVERLAP fitted per stack in [0, 1] (0: the shorter side hides whole; 1: they add, the form before).
+# The iteration's host work stays outside: the optimizer step waits for the GPU (the gradient norm's and
+# the loss scaler's syncs).
+OVERLAPS = (0.0, 0.25, 0.5, 0.75, 1.0)  # the coarse grid; then refined by 0.1 and 0.05 around the best
 
 
 def _counts(c: Check) -> tuple[float, float, float, float]:
     return c.slots, c.passes, c.calls, 1.0
 
 
-def predict(c: Check, factor: float, fp8: float, hosts: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)) -> float:
+def predict(c: Check, factor: float, fp8: float, hosts: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0),
+            overlap: float = 1.0) -> float:
     base, g = c.base, c.gpu
     scaled = g * factor * (1 - c.gemm_share + c.gemm_share * fp8) if c.precision == "fp8" else g * factor
-    return base - g + scaled + sum(h * n for h, n in zip(hosts, _counts(c)))
+    gpu = scaled + c.tp
+    n = _counts(c)
+    host = sum(h * k for h, k in zip(hosts[:3], n[:3]))
+    return base - g - c.tp + max(gpu, host) + overlap * min(gpu, host) + hosts[3] * n[3]
 
 
-def _sse(cs: list[Check], factor: float, fp8: float, hosts: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)) -> float:
-    return sum((predict(c, factor, fp8, hosts) / c.measured - 1) ** 2 for c in cs)
+def _sse(cs: list[Check], factor: float, fp8: float, hosts: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0),
+         overlap: float = 1.0) -> float:
+    return sum((predict(c, factor, fp8, hosts, overlap) / c.measured - 1) ** 2 for c in cs)
 
 
 def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
@@ -159,42 +177,84 @@ def _least_squares(cols: list[list[float]], target: list[float]) -> list[float] 
     return _solve(a, b)
 
 
-def fit_factor(cs: list[Check]) -> tuple[float, float, tuple[float, ...]]:
-    """(sse, GPU factor, host costs in HOSTS' order) minimising the summed squared relative error: linear
-    least squares, host costs kept >= 0 (every subset of them tried, the best fit with none negative)."""
-    # pred/y - 1 = (a + f g + sum_k h_k n_k)/y - 1, with a = base - g
-    a = [(c.base - c.gpu) / c.measured for c in cs]
-    counts = [_counts(c) for c in cs]
-    cols = [[c.gpu / c.measured for c in cs]] + [[n[k] / c.measured for n, c in zip(counts, cs)]
-                                                  for k in range(len(HOSTS))]
-    target = [1 - v for v in a]
-    best: tuple[float, float, tuple[float, ...]] | None = None
-    for keep in itertools.product((True, False), repeat=len(HOSTS)):
+Fit = tuple[float, float, tuple[float, ...], float]  # (sse, GPU factor, host costs in HOSTS' order, overlap)
+
+
+def _fit_sides(cs: list[Check], overlap: float, sides: list[bool]) -> Fit | None:
+    """The factor and host costs minimising the summed squared relative error with each row's longer side
+    given (sides: the GPU's): linear least squares, host costs kept >= 0 (every subset of them tried where
+    the full solution has one negative, the best fit with none)."""
+    cols: list[list[float]] = [[] for _ in range(len(HOSTS) + 1)]
+    target = []
+    for c, gpu_longer in zip(cs, sides):
+        wg, wh = (1.0, overlap) if gpu_longer else (overlap, 1.0)
+        n = _counts(c)
+        cols[0].append(wg * c.gpu / c.measured)
+        for k in range(3):
+            cols[k + 1].append(wh * n[k] / c.measured)
+        cols[4].append(n[3] / c.measured)
+        target.append(1 - (c.base - c.gpu - c.tp + wg * c.tp) / c.measured)
+    full = _least_squares(cols, target)
+    subsets = [(True,) * len(HOSTS)] if full is not None and min(full) >= 0 else \
+        list(itertools.product((True, False), repeat=len(HOSTS)))
+    best: Fit | None = None
+    for keep in subsets:
         used = [0] + [k + 1 for k in range(len(HOSTS)) if keep[k]]
         sol = _least_squares([cols[k] for k in used], target)
-        if sol is None or any(v < 0 for v in sol[1:]):
+        if sol is None or any(v < 0 for v in sol):
             continue
         v = dict(zip(used, sol))
         hosts = tuple(v.get(k + 1, 0.0) for k in range(len(HOSTS)))
-        cand = (_sse(cs, v[0], 1.0, hosts), v[0], hosts)
+        cand = (_sse(cs, v[0], 1.0, hosts, overlap), v[0], hosts, overlap)
         if best is None or cand[0] < best[0]:
             best = cand
-    assert best is not None
     return best
 
 
+def _fit_overlap(cs: list[Check], overlap: float, start: Fit) -> Fit:
+    """At one overlap: which side is longer depends on the fit; assign, solve, repeat until the sse stops
+    falling (a few rounds), from `start`'s assignment."""
+    best = start if overlap == start[3] else None
+    factor, hosts = start[1], start[2]
+    for _ in range(6):
+        sides = [c.gpu * factor + c.tp >= sum(h * k for h, k in zip(hosts[:3], _counts(c)[:3])) for c in cs]
+        fit = _fit_sides(cs, overlap, sides)
+        if fit is None or (best is not None and fit[0] >= best[0] - 1e-15):
+            break
+        best, factor, hosts = fit, fit[1], fit[2]
+    assert best is not None or start[3] != overlap
+    return best if best is not None else (_sse(cs, factor, 1.0, hosts, overlap), factor, hosts, overlap)
+
+
+def fit_factor(cs: list[Check]) -> Fit:
+    """(sse, GPU factor, host costs in HOSTS' order, overlap) minimising the summed squared relative error:
+    at overlap 1 (the sides add) one linear least squares; at the others the side assignment iterated, over
+    OVERLAPS then refined around the best."""
+    additive = _fit_sides(cs, 1.0, [True] * len(cs))
+    assert additive is not None
+    fits = {1.0: additive}
+    for o in OVERLAPS[:-1]:
+        fits[o] = _fit_overlap(cs, o, additive)
+    for step in (0.1, 0.05):
+        best = min(fits.values(), key=lambda f: f[0])
+        for o in (round(best[3] - step, 2), round(best[3] + step, 2)):
+            if 0.0 <= o <= 1.0 and o not in fits:
+                fits[o] = _fit_overlap(cs, o, best)
+    return min(fits.values(), key=lambda f: (f[0], -f[3]))
+
+
 def fit_all(cs: list[Check], full: dict[str, Any] | None = None, stacks: set[str] | None = None) -> dict[str, Any]:
-    """Per stack: its GPU factor and host costs (its bf16/fp16 rows); then FP8's GEMM factor on the FP8
-    rows. With `full` and `stacks`, only those stacks are refitted (a left-out row changes its own
+    """Per stack: its GPU factor, host costs and overlap (its bf16/fp16 rows); then FP8's GEMM factor on the
+    FP8 rows. With `full` and `stacks`, only those stacks are refitted (a left-out row changes its own
     stack's fit and FP8's, nothing else)."""
     out: dict[str, Any] = dict(full or {})
     for stack in sorted(stacks if stacks is not None else {c.stack for c in cs}):
         rows = [c for c in cs if c.stack == stack and c.precision != "fp8"]
-        _, out[stack], out[stack + "-hosts"] = fit_factor(rows)
+        _, out[stack], out[stack + "-hosts"], out[stack + "-overlap"] = fit_factor(rows)
     fp8 = [c for c in cs if c.precision == "fp8"]
     if fp8:
-        te, hosts = out["te"], out["te-hosts"]
-        out["fp8-gemm"] = min((_sse(fp8, te, r / 100, hosts), r / 100) for r in range(20, 151))[1]
+        te, hosts, overlap = out["te"], out["te-hosts"], out["te-overlap"]
+        out["fp8-gemm"] = min((_sse(fp8, te, r / 100, hosts, overlap), r / 100) for r in range(20, 151))[1]
     return out
 
 
@@ -224,7 +284,7 @@ def _kin(c: Check, d: Check) -> bool:
 def _predict_without(c: Check, full: dict[str, Any], rest: list[Check]) -> float:
     """C's step time from a fit on REST only (a left-out row changes its own stack's fit and FP8's)."""
     f = fit_all(rest, full, {c.stack} if c.precision != "fp8" else set())
-    return predict(c, f[c.stack], f.get("fp8-gemm", 1.0), f[c.stack + "-hosts"])
+    return predict(c, f[c.stack], f.get("fp8-gemm", 1.0), f[c.stack + "-hosts"], f[c.stack + "-overlap"])
 
 
 def check(path: Path = CSV) -> dict[str, Any]:
