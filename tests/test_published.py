@@ -27,7 +27,7 @@ def test_median_error_within_10_percent_and_the_worst_fold_held(result: dict[str
     assert result["median"] <= 0.10
     assert result["median"] <= 0.040  # 3.9 % with the partial overlap (4.3 % with the sides added)
     # acceptance is 25 %; mlm-h100-32b and the vTrain rows docs/performance-model.md names stay over it
-    assert result["max"] <= 0.41
+    assert result["max"] <= 0.33  # mlm-h100-32b +32.8 % (+40.0 % while TE's userbuffers counted as NCCL calls)
     vtrain = [abs(o["error"]) for o in result["rows"] if o["id"].startswith("vtrain")]
     assert max(vtrain) <= 0.30  # TP 8 micro batch 1 (-29.5 %); -31.8 % before the softmax fallback and the overlap
     assert sum(abs(o["error"]) > 0.25 for o in result["rows"]) <= 5  # 7 before
@@ -51,7 +51,7 @@ def test_leaving_out_a_rows_kin_holds_the_figures(result: dict[str, Any]) -> Non
     series: the same thresholds as plain leave-one-row-out (a configuration measured twice must not
     carry the median)."""
     assert result["strict_median"] <= 0.10
-    assert result["strict_max"] <= 0.41
+    assert result["strict_max"] <= 0.33
 
 
 def test_every_sweep_ranks_its_layouts(result: dict[str, Any]) -> None:
