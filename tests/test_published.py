@@ -25,12 +25,12 @@ def test_rows_refused_at_most_a_tenth(result: dict[str, Any]) -> None:
 
 def test_median_error_within_10_percent_and_the_worst_fold_held(result: dict[str, Any]) -> None:
     assert result["median"] <= 0.10
-    assert result["median"] <= 0.040  # 3.9 % with the partial overlap (4.3 % with the sides added)
+    assert result["median"] <= 0.043  # 4.2 % (4.3 % before changes 8-11; 3.9 % with 9 and 10 only)
     # acceptance is 25 %; mlm-h100-32b and the vTrain rows docs/performance-model.md names stay over it
     assert result["max"] <= 0.33  # mlm-h100-32b +32.8 % (+40.0 % while TE's userbuffers counted as NCCL calls)
     vtrain = [abs(o["error"]) for o in result["rows"] if o["id"].startswith("vtrain")]
-    assert max(vtrain) <= 0.30  # TP 8 micro batch 1 (-29.5 %); -31.8 % before the softmax fallback and the overlap
-    assert sum(abs(o["error"]) > 0.25 for o in result["rows"]) <= 5  # 7 before
+    assert max(vtrain) <= 0.27  # h2048 TP 4 micro batch 2 +26.4 %; TP 8 micro batch 1 was -31.8 % before changes 8-11
+    assert sum(abs(o["error"]) > 0.25 for o in result["rows"]) <= 2  # 7 before changes 8-11
 
 
 def test_the_overlap_is_fitted_per_stack_and_one_is_the_additive_form(result: dict[str, Any]) -> None:
@@ -38,12 +38,12 @@ def test_the_overlap_is_fitted_per_stack_and_one_is_the_additive_form(result: di
     assert 0.0 <= f["deepspeed-overlap"] <= 1.0 and 0.0 <= f["te-overlap"] <= 1.0
     rows = list(csv.DictReader(published.CSV.open()))  # type: ignore[attr-defined]
     c = published._base(next(r for r in rows if r["id"].startswith("vtrain")))  # type: ignore[attr-defined]
-    hosts = (1e-3, 1e-3, 5e-5, 2e-3)
+    hosts = (1e-3, 1e-3, 5e-5, 2e-5, 2e-3)
     added = c.base + (0.6 - 1) * c.gpu + sum(h * n for h, n in zip(hosts, published._counts(c)))  # type: ignore[attr-defined]
     assert published.predict(c, 0.6, 1.0, hosts, 1.0) == pytest.approx(added)  # type: ignore[attr-defined]
     # with none the shorter side hides whole: never more than the sides added, never less than the longer
     hidden = published.predict(c, 0.6, 1.0, hosts, 0.0)  # type: ignore[attr-defined]
-    assert c.base - 0.4 * c.gpu + hosts[3] <= hidden < added  # the GPU side alone: base - gpu - tp + 0.6 gpu + tp
+    assert c.base - 0.4 * c.gpu + hosts[4] <= hidden < added  # the GPU side alone: base - gpu - tp + 0.6 gpu + tp
 
 
 def test_leaving_out_a_rows_kin_holds_the_figures(result: dict[str, Any]) -> None:
@@ -104,3 +104,14 @@ def test_fused_softmax_runs_only_at_the_shapes_its_kernel_takes() -> None:
     # the fallback's passes over the scores are the unfused ones (--no-masked-softmax-fusion's), not the kernel's
     assert fallback.attention == pytest.approx(unfused.attention)
     assert work(8, 2).attention < fallback.attention * 2
+
+
+def test_host_counts_follow_what_the_host_issues() -> None:
+    """A call's cost per other rank of its group multiplies calls x (TP - 1); Transformer Engine's userbuffers
+    (--tp-comm-overlap) issue no torch.distributed call, so such rows count none."""
+    rows = {r["id"]: r for r in csv.DictReader(published.CSV.open())}  # type: ignore[attr-defined]
+    tp8 = published._base(rows["vtrain-s-h1024-l12-g8-tp8-dp1-pp1-gb16-mb1"])  # type: ignore[attr-defined]
+    slots, passes, calls, peers, iteration = published._counts(tp8)  # type: ignore[attr-defined]
+    assert calls == 16 * 12 * (2 * 2 + 2) and peers == 7 * calls and iteration == 1.0  # fwd, recompute, bwd
+    overlapped = published._base(rows["mlm-h100-32b"])  # type: ignore[attr-defined]
+    assert overlapped.calls == 0.0 and published._counts(overlapped)[3] == 0.0  # type: ignore[attr-defined]

@@ -123,10 +123,15 @@ def _base(row: dict[str, str]) -> Check:
 
 # The host costs each stack's fit may use, and what each multiplies: per micro batch on the critical path,
 # per layer pass, per TP collective call (the host's side of torch.distributed's call: the autograd
-# function, ProcessGroupNCCL's stream and event work, NCCL's enqueue), per iteration (the step's own host
-# work; the H200's HOST_PER_ITERATION is the lent machine's, as its host per micro batch is); each >= 0.
-HOSTS = ("host", "layer-host", "call-host", "iteration-host")
-# The first three are the host's side of the micro batches, the GPU's side is the compute and bubble (at the
+# function, ProcessGroupNCCL's stream and event work, NCCL's enqueue), per call and other rank of its group
+# (a collective completes when every rank of the group has issued it, so in a host-bound step each call
+# waits for the slowest of the group's hosts; with rare delays on each host, the expected wait grows with
+# the other ranks that can be late: the operating-system noise of bulk-synchronous programs, Petrini et al.,
+# SC'03, and Hoefler et al., SC'10), per iteration (the step's own host work; the H200's
+# HOST_PER_ITERATION is the lent machine's, as its host per micro batch is); each >= 0.
+HOSTS = ("host", "layer-host", "call-host", "peer-host", "iteration-host")
+SIDE = len(HOSTS) - 1  # all but the iteration's are the micro batches' host side
+# The first four are the host's side of the micro batches, the GPU's side is the compute and bubble (at the
 # stack's factor) and the TP collectives, which run on the GPU's stream behind the compute they reduce. The
 # host enqueues kernels ahead of the GPU, but not across a micro batch: Megatron's get_batch syncs the host
 # with the GPU at every micro batch (pretrain_gpt.py get_batch -> tensor_parallel.broadcast_data, whose
@@ -139,21 +144,21 @@ HOSTS = ("host", "layer-host", "call-host", "iteration-host")
 OVERLAPS = (0.0, 0.25, 0.5, 0.75, 1.0)  # the coarse grid; then refined by 0.1 and 0.05 around the best
 
 
-def _counts(c: Check) -> tuple[float, float, float, float]:
-    return c.slots, c.passes, c.calls, 1.0
+def _counts(c: Check) -> tuple[float, ...]:
+    return c.slots, c.passes, c.calls, c.calls * (int(c.row["tp"]) - 1), 1.0
 
 
-def predict(c: Check, factor: float, fp8: float, hosts: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0),
+def predict(c: Check, factor: float, fp8: float, hosts: tuple[float, ...] = (0.0,) * 5,
             overlap: float = 1.0) -> float:
     base, g = c.base, c.gpu
     scaled = g * factor * (1 - c.gemm_share + c.gemm_share * fp8) if c.precision == "fp8" else g * factor
     gpu = scaled + c.tp
     n = _counts(c)
-    host = sum(h * k for h, k in zip(hosts[:3], n[:3]))
-    return base - g - c.tp + max(gpu, host) + overlap * min(gpu, host) + hosts[3] * n[3]
+    host = sum(h * k for h, k in zip(hosts[:SIDE], n[:SIDE]))
+    return base - g - c.tp + max(gpu, host) + overlap * min(gpu, host) + hosts[SIDE] * n[SIDE]
 
 
-def _sse(cs: list[Check], factor: float, fp8: float, hosts: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0),
+def _sse(cs: list[Check], factor: float, fp8: float, hosts: tuple[float, ...] = (0.0,) * 5,
          overlap: float = 1.0) -> float:
     return sum((predict(c, factor, fp8, hosts, overlap) / c.measured - 1) ** 2 for c in cs)
 
@@ -193,9 +198,9 @@ def _fit_sides(cs: list[Check], overlap: float, sides: list[bool]) -> Fit | None
         wg, wh = (1.0, overlap) if gpu_longer else (overlap, 1.0)
         n = _counts(c)
         cols[0].append(wg * c.gpu / c.measured)
-        for k in range(3):
+        for k in range(SIDE):
             cols[k + 1].append(wh * n[k] / c.measured)
-        cols[4].append(n[3] / c.measured)
+        cols[SIDE + 1].append(n[SIDE] / c.measured)
         target.append(1 - (c.base - c.gpu - c.tp + wg * c.tp) / c.measured)
     full = _least_squares(cols, target)
     subsets = [(True,) * len(HOSTS)] if full is not None and min(full) >= 0 else \
@@ -220,7 +225,7 @@ def _fit_overlap(cs: list[Check], overlap: float, start: Fit) -> Fit:
     best = start if overlap == start[3] else None
     factor, hosts = start[1], start[2]
     for _ in range(6):
-        sides = [c.gpu * factor + c.tp >= sum(h * k for h, k in zip(hosts[:3], _counts(c)[:3])) for c in cs]
+        sides = [c.gpu * factor + c.tp >= sum(h * k for h, k in zip(hosts[:SIDE], _counts(c)[:SIDE])) for c in cs]
         fit = _fit_sides(cs, overlap, sides)
         if fit is None or (best is not None and fit[0] >= best[0] - 1e-15):
             break
