@@ -12,6 +12,7 @@ COMMUNICATION_ROW = (
     "bytes at the bus bandwidth; tp per layer: 2 all-reduces forward and 2 backward (with SP 4 all-gathers and "
     "reduce-scatters forward, 6 backward with the input's all-gather again, layers.py:528-541), the forward's "
     "again with full recompute, the backward's behind the column-parallel weight gradients (layers.py:546-568); "
+    "with --tp-comm-overlap what TE's default userbuffer overlaps leave (userbuffer_exposed); "
     "cp 3(cp-1) K/V sends hidden behind attention but their latency; dp the gradients' reduce-scatter or "
     "all-reduce over dp x cp and the distributed optimizer's bf16 all-gather, with --overlap-grad-reduce / "
     "--overlap-param-gather only the last bucket (max(40M, 1M x dp) parameters, training.py:1772-1774) or what "
@@ -96,6 +97,17 @@ CHANGES = (
     "row left out with its whole sweep too (the stricter figure above, which leaves out every layout of its "
     "model and batch): the vTrain rows' median 4.9 % and max 26.4 %, against 5.4 % and 30.8 % with the check's "
     "form before changes 9-11 (7 rows over 25 % then, 2 now).",
+    "--tp-comm-overlap's exposed share derived from Transformer Engine's default userbuffer overlaps instead of "
+    "the assumed 0.3 of the TP traffic (comm_time.userbuffer_exposed; transformer_engine/pytorch/module/base.py "
+    "initialize_ub, get_default_config): the all-gathers before QKV and FC1 and the backward's before the "
+    "projection's and FC2's data gradients are ring exchanges behind the GEMM's chunks (what the collective takes "
+    "beyond the GEMM stays), the reduce-scatters after the projection and FC2 a 4-way pipeline (the last quarter "
+    "stays), the weight gradients' all-gathers and the data gradients' reduce-scatters of QKV and FC1 bulk "
+    "overlaps beside the other GEMM; the pipeline and bulk comm kernels hold 16 of the GPU's SMs (gpus.py's "
+    "new SM counts: 132 on H100 and H200), which the GEMM beside them goes without. mlm-h100-32b +32.8 -> "
+    "+30.0 %, mlm-h100-16b +0.4 -> -0.9 %, the TP 8 dgxc rows within 3 pp (llama3.1-405b fp8 +9.3..+11.5 -> "
+    "+6.7..+10.1 %, nemotron4-340b -4.5 -> -5.5 %); the Transformer Engine refit moves the TP 1 llama3.1-8b rows "
+    "up 1 pp; median 4.2 -> 4.3 %, Transformer Engine's rows' 3.4 % either way.",
 )
 
 
@@ -151,7 +163,7 @@ def section(published: dict[str, Any]) -> list[str]:
 
 
 LIMITS = (
-    "- mlm-h100-32b (+32.8 %; TP 8, DP 48 over 48 nodes, micro batch 1 and global batch 192 as the row reads the README's",
+    "- mlm-h100-32b (+30.0 %; TP 8, DP 48 over 48 nodes, micro batch 1 and global batch 192 as the row reads the README's",
     "  table): TP 8 leaves one member of each data-parallel group a node, so the fp32 gradients' reduce-scatter",
     "  (3.8 B parameters, 14 GiB; Megatron reduces bf16 gradients in fp32, arguments.py:1172-1184) leaves through",
     "  one 400 Gb/s NIC a rank: 0.32 s, of which the last of the 4 micro batches' backward hides 0.11 s",
@@ -162,8 +174,8 @@ LIMITS = (
     "  with overlap only in the last micro batch's backward (schedules.py forward_backward_no_pipelining: every micro",
     "  batch but the last under no_sync). One NIC a rank is the floor whatever NCCL does (PXN or cross-NIC rings move",
     "  the bytes through the node's other NICs, which the other seven data-parallel groups are using). What the table",
-    "  does not give is the micro batch: at the fit with the row in it (+26.7 % at micro batch 1), micro batch 2 gives",
-    "  +5.5 % and 4 -12.5 % (the last micro batch's backward hides the reduce-scatter). The row keeps micro batch 1,",
+    "  does not give is the micro batch: at the fit with the row in it (+25.0 % at micro batch 1), micro batch 2 gives",
+    "  +3.8 % and 4 -14.1 % (the last micro batch's backward hides the reduce-scatter). The row keeps micro batch 1,",
     "  as it says; the model is not bent to it.",
     "- vTrain TP 8 at micro batch 1 (both hidden sizes, -21.6 and -17.9 % after change 11): 5.0-5.2 ms a layer and",
     "  micro batch where TP 1, 2 and 4 at the same micro batch take 3.3-3.7 ms (host-bound). NCCL's model gives an",

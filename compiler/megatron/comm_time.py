@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..tuples import NamedTuple
-from .gpus import LINK_EFFICIENCY, Gpu, worker_network
+from . import rates
+from .gpus import GPUS, LINK_EFFICIENCY, Gpu, worker_network
 
 BF16_BYTES, FP32_BYTES = 2, 4
 # NCCL's latency model (src/graph/tuning.cc of NVIDIA/nccl at commit b6475625, ncclTopoTuneModel and
@@ -40,9 +41,12 @@ NCCL_BW_SHARE = {"LL": 0.25, "LL128": 0.92, "Simple": 1.0}
 # :1776-1777): with overlap, the last bucket's reduction is what stays exposed.
 BUCKET_PARAMS = 40_000_000
 BUCKET_PARAMS_PER_RANK = 1_000_000
-# --tp-comm-overlap (Transformer Engine userbuffers) hides most TP traffic behind the GEMMs it splits;
-# the share left exposed is an assumption.
-TP_OVERLAP_EXPOSED = 0.3
+# --tp-comm-overlap (Transformer Engine userbuffers, which Megatron runs only with sequence parallel,
+# arguments.py:1386-1387): what stays exposed follows TE's default overlap per GEMM (userbuffer_exposed);
+# its pipeline and bulk overlaps run the comm kernel on 16 SMs (transformer_engine/pytorch/module/base.py
+# initialize_ub, get_default_config: num_sm 16 but for ring_exchange, num_splits 4 for pipeline)
+UB_COMM_SMS = 16
+UB_PIPELINE_SPLITS = 4
 
 
 # What NCCL reaches of a NIC's line rate: "for NDR @ 400Gbps you should see 46-48GB/s per NIC"
@@ -166,11 +170,12 @@ def communication(args: Any, par: Any, gpu: Gpu, layers: int, params: float, rec
         fwd, bwd, kind = 2 * one, 2 * one, "all-reduces"
     tp_s = layers * m * ((1 + recompute_fraction) * fwd + bwd)
     hidden = min(layers * m * bwd, m * backward_s * wgrad_share(args))
-    exposed = tp_s * TP_OVERLAP_EXPOSED if par.tp_comm_overlap else tp_s - hidden
+    overlap = par.tp_comm_overlap and par.sequence_parallel and tp > 1
+    exposed = userbuffer_exposed(args, par, gpu, one, layers, m, recompute_fraction) if overlap else tp_s - hidden
     count = tp_collectives(par, recompute_fraction)
     out.append(Comm("tp", tp_s, exposed, f"{count:g} {kind} of {activation / 2**20:.1f} MiB per layer and "
                     f"micro batch over {where} ({one * 1e6:.0f} us each), "
-                    + ("mostly overlapped (--tp-comm-overlap)" if par.tp_comm_overlap
+                    + ("behind the GEMMs by Transformer Engine's userbuffers (--tp-comm-overlap)" if overlap
                        else "the backward's behind the weight-gradient GEMMs")
                     if tp > 1 else "no tensor parallelism"))
     # CP: ring attention passes K and V around cp-1 times forward, K, V and their gradients backward;
@@ -227,6 +232,47 @@ def communication(args: Any, par: Any, gpu: Gpu, layers: int, params: float, rec
         out.append(Comm("ep", ep_s, ep_s, f"4 all-to-alls of {routed / 2**20:.1f} MiB of routed tokens per MoE layer "
                         f"and micro batch over {link.name}"))
     return out
+
+
+def userbuffer_exposed(args: Any, par: Any, gpu: Gpu, one: float, layers: int, m: int, recompute_fraction: float) -> float:
+    """What --tp-comm-overlap leaves exposed of a stage's TP traffic (sequence parallel; Transformer Engine's
+    userbuffers at their defaults, transformer_engine/pytorch/module/base.py initialize_ub): the all-gathers
+    before QKV and FC1 and the backward's before the projection's and FC2's data gradients run as a ring
+    exchange (copy engines, one SM), chunk by chunk behind the GEMM's chunks: what the collective takes beyond
+    the GEMM stays. The reduce-scatters after the projection and FC2 forward run as a 4-way pipeline: the last
+    quarter stays, with what the rest takes beyond the GEMM's other quarters. The backward's all-gather for
+    QKV's and FC1's weight gradients and their data gradients' reduce-scatter run in bulk beside the other
+    GEMM: what the collective takes beyond it stays. The pipeline and bulk comm kernels hold UB_COMM_SMS of the
+    GPU's SMs, which the GEMM beside them goes without. `one`: one collective's seconds; the GEMMs at the
+    measured rates scaled by the GPU's dense peak."""
+    scale = GPUS["h200"].bf16_dense_tflops / gpu.bf16_dense_tflops
+    tp, tokens, h = par.tensor, par.micro_batch * args.seq_length / par.context, args.hidden_size
+    groups = args.num_query_groups if args.group_query_attention and args.num_query_groups else args.num_attention_heads
+    q, kv = args.num_attention_heads * args.kv_channels, groups * args.kv_channels
+    f = args.ffn_hidden_size
+    shapes = {"qkv": ((q + 2 * kv) / tp, h), "proj": (h, q / tp), "fc1": ((2 * f if args.swiglu else f) / tp, h),
+              "fc2": (h, f / tp)}
+
+    def g(name: str, kind: str) -> float:
+        n, k = shapes[name]
+        return rates.gemm_seconds(tokens, n, k, kind) * scale
+
+    slow = gpu.sms / (gpu.sms - UB_COMM_SMS) - 1 if gpu.sms > UB_COMM_SMS else 0.0
+    rest = (UB_PIPELINE_SPLITS - 1) / UB_PIPELINE_SPLITS
+
+    def ring(gemm: float) -> float:
+        return max(0.0, one - gemm)
+
+    def pipeline(gemm: float) -> float:
+        return one / UB_PIPELINE_SPLITS + max(0.0, rest * (one - gemm)) + slow * gemm
+
+    def bulk(gemm: float) -> float:
+        return max(0.0, one - gemm) + slow * min(gemm, one)
+
+    forward = ring(g("qkv", "fwd")) + pipeline(g("proj", "fwd")) + ring(g("fc1", "fwd")) + pipeline(g("fc2", "fwd"))
+    backward = (ring(g("proj", "dgrad")) + ring(g("fc2", "dgrad")) + bulk(g("qkv", "dgrad")) + bulk(g("qkv", "wgrad"))
+                + bulk(g("fc1", "dgrad")) + bulk(g("fc1", "wgrad")))
+    return layers * m * ((1 + recompute_fraction) * forward + backward)
 
 
 def wgrad_share(args: Any) -> float:

@@ -26,25 +26,29 @@ class Gpu(NamedTuple):
     # CUDA compute capability (NVIDIA's CUDA GPUs table): what kernels and number formats the part runs,
     # FP8 Tensor Cores from 8.9 (Ada) and 9.0 (Hopper) on (megatron/fp8.py); A100 is 8.0, H100/H200/H20 9.0
     compute_capability: tuple[int, int] = (0, 0)  # (0, 0): not stated
+    # streaming multiprocessors (NVIDIA's architecture whitepapers: H100 SXM5 132, A100 108; H200 is the H100
+    # SXM's GH100 with HBM3e, 132; L40S 18,176 CUDA cores at 128 a SM, 142): what a comm kernel's SMs take
+    # from a GEMM beside it (comm_time.userbuffer_exposed); 0: not stated
+    sms: int = 0
 
 
 GPUS: dict[str, Gpu] = {
     "h200": Gpu("h200", 141.0, 989.5, 4.8, 450.0,
                 "NVIDIA H200 Tensor Core GPU datasheet (Nov 2024), H200 SXM column: BF16 Tensor Core "
-                "1,979 TFLOPS with sparsity, 141 GB HBM3e, 4.8 TB/s, NVLink 900 GB/s", compute_capability=(9, 0)),
+                "1,979 TFLOPS with sparsity, 141 GB HBM3e, 4.8 TB/s, NVLink 900 GB/s", compute_capability=(9, 0), sms=132),
     "h100": Gpu("h100", 80.0, 989.5, 3.35, 450.0,
                 "NVIDIA H100 Tensor Core GPU datasheet (2023), H100 SXM column: BF16 Tensor Core "
-                "1,979 TFLOPS with sparsity, 80 GB HBM3, 3.35 TB/s, NVLink 900 GB/s", compute_capability=(9, 0)),
+                "1,979 TFLOPS with sparsity, 80 GB HBM3, 3.35 TB/s, NVLink 900 GB/s", compute_capability=(9, 0), sms=132),
     "a100": Gpu("a100", 80.0, 312.0, 2.039, 300.0,
                 "NVIDIA A100 Tensor Core GPU datasheet (2021), A100 80GB SXM column: BF16 Tensor Core "
-                "312 TFLOPS (624 with sparsity), 80 GB HBM2e, 2,039 GB/s, NVLink 600 GB/s", compute_capability=(8, 0)),
+                "312 TFLOPS (624 with sparsity), 80 GB HBM2e, 2,039 GB/s, NVLink 600 GB/s", compute_capability=(8, 0), sms=108),
     "h20": Gpu("h20", 96.0, 148.0, 4.0, 450.0,
                "NVIDIA H20 product brief as reported by server vendors (2024; no public NVIDIA datasheet): "
                "BF16 Tensor Core 148 TFLOPS dense, 96 GB HBM3, 4.0 TB/s, NVLink 900 GB/s", compute_capability=(9, 0)),
     "l40s": Gpu("l40s", 48.0, 362.05, 0.864, 32.0,
                 "NVIDIA L40S datasheet (2023): BF16 Tensor Core 733 TFLOPS with sparsity (362.05 dense), "
                 "48 GB GDDR6, 864 GB/s; no NVLink: PCIe Gen4 x16, 64 GB/s bidirectional", "PCIe",
-                compute_capability=(8, 9)),
+                compute_capability=(8, 9), sms=142),
 }
 
 # Which GPU a worker flavor name means: the GPU's name appears in the flavor string. This is the one
