@@ -133,11 +133,12 @@ HOSTS = ("host", "layer-host", "call-host", "peer-host", "iteration-host")
 SIDE = len(HOSTS) - 1  # all but the iteration's are the micro batches' host side
 # The first four are the host's side of the micro batches, the GPU's side is the compute and bubble (at the
 # stack's factor) and the TP collectives, which run on the GPU's stream behind the compute they reduce. The
-# host enqueues kernels ahead of the GPU, but not across a micro batch: Megatron's get_batch syncs the host
-# with the GPU at every micro batch (pretrain_gpt.py get_batch -> tensor_parallel.broadcast_data, whose
-# _build_key_size_numel_dictionary copies the sizes back with .cpu(); Megatron-DeepSpeed's and the pinned
-# commit's alike), and inside one the forward's host work cannot run ahead of the backward's GPU work it
-# has not issued yet. So the two sides overlap only in part: max(GPU, host) + OVERLAP x min(GPU, host),
+# host enqueues kernels ahead of the GPU, but not across a micro batch: both stacks sync the host with the
+# GPU at every micro batch (Megatron-DeepSpeed's pretrain_gpt.py get_batch -> tensor_parallel.broadcast_data,
+# whose _build_key_size_numel_dictionary copies the sizes back with .cpu(); Megatron Core's loss function
+# checks the loss for NaN on the host, core_r0.8.0 pretrain_gpt.py:136-138, the pinned commit's
+# rerun_state_machine.validate_result), and inside one the forward's host work cannot run ahead of the
+# backward's GPU work it has not issued yet. So the two sides overlap only in part: max(GPU, host) + OVERLAP x min(GPU, host),
 # OVERLAP fitted per stack in [0, 1] (0: the shorter side hides whole; 1: they add, the form before).
 # The iteration's host work stays outside: the optimizer step waits for the GPU (the gradient norm's and
 # the loss scaler's syncs).
