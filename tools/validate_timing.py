@@ -72,6 +72,10 @@ def _runs_spec() -> list[tuple[str, list[Path], bool, int, str]]:
     out = [(p.parent.name, [p], False, 1, "") for p in sorted((FIX / "measurements").glob("*/train.log"))]
     # Transformer Engine's runs (issue 27, tests/fixtures/te-h200/measurements): each alone on the GPU too
     out += [(p.parent.name, [p], False, 1, "") for p in sorted((FIX / "te-h200" / "measurements").glob("*/train.log"))]
+    # issue 26's device calls 6 and 7 (tests/fixtures/h200-hosts/README.md): each run alone on the GPU, on two
+    # lent hosts whose launch figures were recorded
+    hosts = FIX / "h200-hosts"
+    out += [(str(p.parent.relative_to(hosts)), [p], False, 1, "") for p in sorted(hosts.glob("call*/**/train.log"))]
     out.append(("h200-pretrain-tp1-run", [FIX / "h200-pretrain-tp1-run" / "train.log"], False, 1, ""))
     # 2 workers x 1 GPU started on one 2 x H200 host: NCCL connects them over the host's NVLink
     out.append(("h200-pretrain-2workers-run", [FIX / "h200-pretrain-2workers-run" / "node-0.log",
@@ -185,6 +189,10 @@ def inputs(run: Run) -> tuple[FlopsArgs, Parallel]:
 SHARES = tuple(round(0.2 + 0.05 * i, 2) for i in range(11))
 # Transformer Engine's host share of a micro batch before the loss's sync, tried
 TE_FORWARD_SHARES = (0.5, 0.6, 0.7, 0.8)
+# Transformer Engine's host per micro batch beyond its layers, tried (seconds): te-b1-ga8 and te-l4-ga4
+# (tests/fixtures/h200-hosts/call7/te), the TE runs with several micro batches a step, tell it from the
+# iteration's
+TE_MICROBATCH = tuple(k * 4e-3 for k in range(7))
 
 
 class Fit(NamedTuple):
@@ -196,6 +204,7 @@ class Fit(NamedTuple):
     share: float = 0.6  # fused attention: its share of the layer's GEMM rate
     te_it: float = 0.0  # TE's host per iteration (FusedAdam, TE's multi-tensor grad norm: another tail)
     te_forward: float = 0.5  # TE's host share of a micro batch before the loss's sync
+    te_mb: float = 0.0  # TE's host per micro batch beyond its layers
 
 
 class Parts(NamedTuple):
@@ -233,7 +242,8 @@ def predict(p: Parts, f: Fit) -> float:
     stages = p.stages[SHARES.index(f.share)] if p.te else p.stages[0]
     layer = f.te_host if p.te else f.speed * host_time.LAYER_PASS_S
     forward = f.te_forward if p.te else host_time.MICROBATCH_FORWARD_SHARE
-    per = [microbatch_seconds(g, launch + f.speed * host_time.MICROBATCH_S + layer * n, p.nan_check, forward) + moe
+    beyond = f.te_mb if p.te else f.speed * host_time.MICROBATCH_S
+    per = [microbatch_seconds(g, launch + beyond + layer * n, p.nan_check, forward) + moe
            for g, launch, moe, n in stages]
     # the schedule's bubble, as timing.step_time takes it: (pp - 1) / v micro batches of the mean stage
     bubble = bubble_fraction(p.pp, p.v if p.v > 1 else None, p.m) * p.m * sum(per) / len(per)
@@ -258,16 +268,16 @@ def _closed_form(base: list[tuple[float, float]]) -> float:
 
 
 def _fit_te(ps: list[Parts], ys: list[float], f: Fit) -> Fit:
-    """On the TE runs (the host's speed as the others have it, for the micro batch beyond the layers):
-    TE's host per layer pass (0.1 ms grid up to 10 ms), its fused attention's share (SHARES), its host's
-    forward share (TE_FORWARD_SHARES) and its host per iteration (closed form)."""
+    """On the TE runs: TE's host per layer pass (0.2 ms grid up to 10 ms), per micro batch beyond its
+    layers (TE_MICROBATCH), its fused attention's share (SHARES), its host's forward share
+    (TE_FORWARD_SHARES) and its host per iteration (closed form)."""
     te = [(p, y) for p, y in zip(ps, ys) if p.te]
     if not te:
         return f
     best = (float("inf"), f)
-    for share, forward in ((s, a) for s in SHARES for a in TE_FORWARD_SHARES):
-        for k in range(101):
-            g = f._replace(te_host=k * 1e-4, share=share, te_it=0.0, te_forward=forward)
+    for share, forward, mb in ((s, a, b) for s in SHARES for a in TE_FORWARD_SHARES for b in TE_MICROBATCH):
+        for k in range(51):
+            g = f._replace(te_host=k * 2e-4, share=share, te_it=0.0, te_forward=forward, te_mb=mb)
             base = [(predict(p, g), y) for p, y in te]
             c = _closed_form(base)
             sse = sum(((b + c) / y - 1) ** 2 for b, y in base)
@@ -315,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row['name']:<36} {row['measured_ms']:9.1f} {row['loo_ms']:9.1f} {row['error'] * 100:+7.1f}%{flag}")
     f = result["full"]
     print(f"fit: host speed {f.speed:.3f} of the profiled figures, TE per layer "
-          f"{f.te_host * 1e3:.2f} ms (per iteration {f.te_it * 1e3:.2f} ms, forward share {f.te_forward:.1f}), fused "
+          f"{f.te_host * 1e3:.2f} ms (per micro batch {f.te_mb * 1e3:.1f} ms, per iteration {f.te_it * 1e3:.2f} ms, forward share {f.te_forward:.1f}), fused "
           f"attention {f.share:.2f} of the GEMM rate; "
           f"LOO worst {result['worst'] * 100:.1f}% (all runs {result['worst_all'] * 100:.1f}%)")
     if ns.write:

@@ -51,6 +51,7 @@ MODEL_ERROR = 0.13
 TE_HOST_PER_LAYER = 0.003300
 TE_HOST_PER_ITERATION = 0.019236
 FUSED_ATTENTION_SHARE = 0.55
+TE_HOST_PER_MICROBATCH = 0.012000
 TE_HOST_FORWARD_SHARE = 0.80
 STACK_FACTOR: dict[str, float] = {"local": 1.0, "te": 0.988, "deepspeed": 0.663}
 FP8_GEMM_FACTOR = 0.60
@@ -189,7 +190,10 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
     host_speed scales every profiled host figure; host_per_microbatch replaces a micro batch's beyond
     its layers, host_per_iteration the whole iteration's."""
     speed = HOST_SPEED if host_speed is None else host_speed
-    h_mb = speed * host_time.MICROBATCH_S if host_per_microbatch is None else host_per_microbatch
+    # a micro batch beyond its layers: the profiled local figure at the host's speed; Transformer Engine's
+    # fitted on the TE runs with several micro batches a step
+    h_mb = host_per_microbatch if host_per_microbatch is not None else TE_HOST_PER_MICROBATCH if _te(par) \
+        else speed * host_time.MICROBATCH_S
     factor, fitted = (stack, True) if stack is not None else stack_factor(par, gpu)
     # a layer pass on the host: Transformer Engine's layers TE_HOST_PER_LAYER (fitted on the TE runs), the
     # local layer's the profiled figure at the host's speed; a stack no H200 run used (Megatron-DeepSpeed)
@@ -258,7 +262,7 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
     util = split.total / (seconds * par.world * gpu.bf16_dense_tflops * 1e12)
     source = (f"host per micro batch {h_mb * 1e3:.2f} ms, per layer pass {h_layer * 1e3:.2f} ms and per iteration "
               f"{h_it * 1e3:.2f} ms: profiled (host_time.py) at a host speed"
-              f"{', TE layer pass, iteration and forward share' if _te(par) else ''} {FIT_SOURCE}; "
+              f"{', TE micro batch, layer pass, iteration and forward share' if _te(par) else ''} {FIT_SOURCE}; "
               "every other rate measured on the H200 (tools/microbench.py)")
     return StepTime(seconds, tuple(terms), split.total, tokens / seconds, split.total / (seconds * 1e12 * par.world),
                     util, source, tuple(stages), par.virtual_pipeline)
