@@ -71,7 +71,8 @@ def test_the_resolver_defaults_are_the_schemas():
 def test_the_spec_turns_options_off():
     names = _names(_compiled(["training.performance.overlap_grad_reduce=false",
                               "training.performance.overlap_param_gather=false",
-                              "training.performance.cross_entropy_fusion=false", "training.performance.manual_gc=false"]))
+                              "training.performance.cross_entropy_fusion=false", "training.performance.manual_gc=false",
+                              "training.performance.attention_mask_in_dataloader=true"]))
     assert not set(names) & set(performance.FLAGS)
 
 

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools"))
 
-from compiler.megatron import host_time, rates, timing  # noqa: E402
+from compiler.megatron import data_loader, host_time, rates, timing  # noqa: E402
 import published_doc  # noqa: E402
 
 MODULE = REPO / "compiler" / "megatron" / "timing.py"
@@ -141,11 +141,16 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "(masked_fill_ on a view with autograd's CopySlices, softmax, dropout) | measured: bmm table, and the "
         "whole op sequence of dot_product_attention.py timed as one (tools/attention_bench.py) |",
         f"| fused attention (TE) | FLOPs of the causal half at FUSED_ATTENTION_SHARE ({full.share:.2f}) of "
-        f"the layer's GEMM rate, backward 2.5 forwards, + FUSED_ATTENTION_SCORE_S ({timing.FUSED_ATTENTION_SCORE_S * 1e12:.1f} ps) "
+        f"the layer's GEMM rate, backward 2.5 forwards, + FUSED_ATTENTION_SCORE_S ({timing.FUSED_ATTENTION_SCORE_S * 1e12:.2f} ps) "
         "a causal score: the attention dropout (0.1, Megatron's default), whose random numbers cuDNN draws in the "
         "forward and again in the backward, which do not grow with the head | the share fitted on the Transformer "
-        "Engine runs (cuDNN's fused attention as the lent H200's TE build ran it); the cost per score torch's dropout "
-        "measured per element, forward and backward; the published systems keep the 0.6 assumption and nothing per score |",
+        "Engine runs (cuDNN's fused attention as the lent H200's TE build ran it); the cost per score measured on TE's "
+        "DotProductAttention with dropout 0.1 and without (tools/fused_attention_bench.py); the published systems keep "
+        "the 0.6 assumption and nothing per score |",
+        "| data loader | with --create-attention-mask-in-dataloader (Megatron's default; the compiler turns it off unless "
+        "--reset-attention-mask needs it) a step takes at least its micro batches' causal masks (b x s x s bytes) at "
+        "LOADER_MASK_BYTES_PER_S | measured: te-s16384-b1 and te-s8192-l4 with and without the mask on one host "
+        "(tests/fixtures/h200-hosts/call9) |",
         "| bandwidth-bound passes | norms, bias adds, GeLU/SwiGLU, dropouts, residual adds, RoPE, reshape copies, "
         "GQA's repeated K/V, the embedding; fused kernels drop the passes they fuse | counted from the source; "
         "each op's forward+backward cost per element measured at 2^28 elements |",
@@ -205,7 +210,10 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         f"{host_time.PER_TENSOR_S * 1e3:.3f} ms a parameter tensor",
         "  (tiny-l2-h256: 28 tensors, 10.1 ms; moe8-top2: 96, 22.6 ms); the profiler's own cost is in these, and",
         "  HOST_SPEED scales them to the runs.",
-        f"- Dropout (torch, forward + backward): {timing.FUSED_ATTENTION_SCORE_S * 1e12:.1f} ps an element.",
+        f"- Dropout (torch, forward + backward): {rates.op_seconds('dropout', 1) * 1e12:.1f} ps an element; inside cuDNN's fused "
+        f"attention (tools/fused_attention_bench.py): {timing.FUSED_ATTENTION_SCORE_S * 1e12:.2f} ps a causal score.",
+        f"- The data loader's causal mask: {data_loader.LOADER_MASK_BYTES_PER_S / 1e9:.2f} GB/s of mask (te-s16384-b1 with and without it, "
+        "tests/fixtures/h200-hosts/call9).",
         "",
         "The raw figures: `compiler/megatron/data/microbench-h200.json` (tests/fixtures/microbench says how it ran).",
         "",

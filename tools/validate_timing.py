@@ -42,6 +42,7 @@ from compiler.megatron import host_time  # noqa: E402
 from compiler.megatron.layer_time import Model  # noqa: E402
 from compiler.megatron.pretrain import padded_vocab_size  # noqa: E402
 from compiler.megatron.schedule import bubble_fraction  # noqa: E402
+from compiler.megatron.data_loader import loader_seconds  # noqa: E402
 from compiler.megatron.timing import FUSED_ATTENTION_SCORE_S, Parallel, iteration_tensors, microbatch_seconds, step_time  # noqa: E402
 from measurements import parse_args_dump  # noqa: E402
 
@@ -177,6 +178,7 @@ def inputs(run: Run) -> tuple[FlopsArgs, Parallel]:
         fused_softmax=_b(a, "masked_softmax_fusion"), grad_accumulation_fusion=_b(a, "gradient_accumulation_fusion"),
         precision=precision, stack="te" if te else "local", grouped_gemm=_b(a, "moe_grouped_gemm"),
         cross_entropy_fusion=_b(a, "cross_entropy_loss_fusion"), nan_check=_b(a, "check_for_nan_in_loss_and_grad"),
+        attention_mask=a.get("create_attention_mask_in_dataloader") != "False",
         model=Model(bias=_b(a, "add_bias_linear"), rope=a.get("position_embedding_type") == "rope",
                     learned_position=a.get("position_embedding_type") == "learned_absolute",
                     layernorm=a.get("normalization") != "RMSNorm", dtype="fp16" if precision == "fp16" else "bf16",
@@ -220,6 +222,7 @@ class Parts(NamedTuple):
     te: bool
     nan_check: bool
     tensors: int  # parameter tensors the optimizer walks one by one (timing.iteration_tensors)
+    loader: float  # the data loader's least time a step (timing.loader_seconds: its causal masks)
 
 
 def parts(run: Run) -> Parts:
@@ -231,9 +234,9 @@ def parts(run: Run) -> Parts:
                          GPUS["h200"],
                          run.params, host_speed=0.0, host_per_iteration=0.0, te_host_per_layer=0.0)
         table.append(tuple((s.gpu_s, s.launch_s, s.moe_host_s, s.passes) for s in step.stages))
-    rest = sum(t.seconds for t in step.terms if t.exposed and t.name not in ("compute", "bubble", "iteration"))
+    rest = sum(t.seconds for t in step.terms if t.exposed and t.name not in ("compute", "bubble", "iteration", "data-loader"))
     return Parts(par.microbatches, par.pipeline, par.virtual_pipeline or 1, tuple(table), rest, te,
-                 _b(run.args, "check_for_nan_in_loss_and_grad"), iteration_tensors(fa, par))
+                 _b(run.args, "check_for_nan_in_loss_and_grad"), iteration_tensors(fa, par), loader_seconds(fa, par))
 
 
 def predict(p: Parts, f: Fit) -> float:
@@ -248,7 +251,7 @@ def predict(p: Parts, f: Fit) -> float:
     # the schedule's bubble, as timing.step_time takes it: (pp - 1) / v micro batches of the mean stage
     bubble = bubble_fraction(p.pp, p.v if p.v > 1 else None, p.m) * p.m * sum(per) / len(per)
     it = f.te_it if p.te else f.speed * (host_time.ITERATION_S + host_time.PER_TENSOR_S * p.tensors)
-    return p.m * max(per) + bubble + p.rest + it
+    return max(p.m * max(per) + bubble + p.rest + it, p.loader)
 
 
 # Host speeds tried: 0.005 to 1.5 of the profiled figures

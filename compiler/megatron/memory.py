@@ -161,6 +161,7 @@ def shape_of(t: Any, layout: Layout, padded_vocab: int, microbatches: int) -> ac
     modules = recompute_modules(list(t.args)) if r is not None and r.granularity == "selective" else None
     a = flops_args(m, padded_vocab)  # init_from's kv_channels, MLA and MoE layout (flops.py)
     mla = (a.q_lora_rank, a.kv_lora_rank, a.qk_head_dim, a.qk_pos_emb_head_dim, a.v_head_dim)
+    options = performance.resolve(t, layout.data)  # the performance options as the launch passes them
     return act.Shape(
         layers=m.num_layers, hidden=m.hidden_size, heads=m.num_attention_heads,
         groups=m.num_query_groups or m.num_attention_heads, kv_channels=a.kv_channels,
@@ -177,9 +178,9 @@ def shape_of(t: Any, layout: Layout, padded_vocab: int, microbatches: int) -> ac
         moe_layers=tuple(a.moe_layer_freq) if isinstance(a.moe_layer_freq, list) else None,
         shared_ffn=a.moe_shared_expert_intermediate_size or 0, mla=mla if a.multi_latent_attention else None,
         mtp_layers=a.mtp_num_layers or 0,
-        ce_fusion=performance.resolve(t, layout.data).cross_entropy_fusion,
+        ce_fusion=options.cross_entropy_fusion,
         grouped_gemm=performance.grouped_gemm(t),
-        attention_mask="--no-create-attention-mask-in-dataloader" not in t.args,
+        attention_mask=options.attention_mask,
     )
 
 

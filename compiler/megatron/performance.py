@@ -26,11 +26,12 @@ class Options(NamedTuple):
     manual_gc: bool
     manual_gc_interval: int
     tp_comm_overlap: bool
+    attention_mask: bool  # the data loader builds the causal mask (Megatron's default; off: the flag below)
     reasons: tuple[tuple[str, str], ...]  # (option, why it is on or off), for plan.md
 
 
 FLAGS = ("--overlap-grad-reduce", "--overlap-param-gather", "--cross-entropy-loss-fusion", "--manual-gc",
-         "--manual-gc-interval", "--tp-comm-overlap")
+         "--manual-gc-interval", "--tp-comm-overlap", "--no-create-attention-mask-in-dataloader")
 
 
 class _Defaults(NamedTuple):
@@ -42,6 +43,7 @@ class _Defaults(NamedTuple):
     manual_gc: bool | None = None
     manual_gc_interval: int = 100
     tp_comm_overlap: bool = False
+    attention_mask_in_dataloader: bool | None = None
 
 
 _DEFAULTS = _Defaults()
@@ -77,9 +79,19 @@ def resolve(t: Any, data_parallel: int) -> Options:
     tp_why = ("on: the spec says so (needs TE built with userbuffers; arguments.py:1386 needs sequence parallel)"
               if p.tp_comm_overlap else
               "off: needs Transformer Engine built with userbuffers in the image, which the compiler cannot see")
+    reset = "--reset-attention-mask" in getattr(t, "args", ())
+    mask, mask_why = _pick(p.attention_mask_in_dataloader, reset, (
+        "--reset-attention-mask masks each document on its own: the attention needs the data loader's mask"
+        if reset else
+        "a causal GPT needs no mask from the data loader (Transformer Engine's attention and the local softmax "
+        "build their own, fused_softmax.py:323-327); building it costs b x s x s bytes a micro batch through the "
+        "loader's workers, pinned memory and the copy to the GPU: measured on the H200, te-s16384-b1 120 -> 68 ms "
+        "an iteration, te-s8192-l4 47 -> 35 ms (tests/fixtures/h200-hosts/call9); Megatron's own "
+        "examples/llama/train_llama3_8b_h100_fp8.sh turns it off"))
     reasons = (("overlap_grad_reduce", grad_why), ("overlap_param_gather", param_why),
-               ("cross_entropy_fusion", ce_why), ("manual_gc", gc_why), ("tp_comm_overlap", tp_why))
-    return Options(grad, param, ce, gc, p.manual_gc_interval, p.tp_comm_overlap, reasons)
+               ("cross_entropy_fusion", ce_why), ("manual_gc", gc_why), ("tp_comm_overlap", tp_why),
+               ("attention_mask_in_dataloader", mask_why))
+    return Options(grad, param, ce, gc, p.manual_gc_interval, p.tp_comm_overlap, mask, reasons)
 
 
 def bridge_te_kernels(t: Any) -> bool:
@@ -130,6 +142,8 @@ def launch_flags(options: Options) -> Iterator[tuple[str, tuple[str, ...]]]:
             yield "--manual-gc-interval", (str(options.manual_gc_interval),)
     if options.tp_comm_overlap:
         yield "--tp-comm-overlap", ()
+    if not options.attention_mask:
+        yield "--no-create-attention-mask-in-dataloader", ()
 
 
 def imported(present: dict[str, tuple[str, ...]]) -> dict[str, Any]:
@@ -140,6 +154,7 @@ def imported(present: dict[str, tuple[str, ...]]) -> dict[str, Any]:
         "cross_entropy_fusion": "--cross-entropy-loss-fusion" in present,
         "manual_gc": "--manual-gc" in present,
         "tp_comm_overlap": "--tp-comm-overlap" in present,
+        "attention_mask_in_dataloader": "--no-create-attention-mask-in-dataloader" not in present,
     }
     interval = present.get("--manual-gc-interval")
     out["manual_gc_interval"] = int(interval[0]) if interval and interval[0].isdigit() else 0

@@ -39,6 +39,7 @@ from .memory import Estimate, estimate
 from .parallel import ParallelLayout, parallel_layout, world_size
 from .performance import gradient_accumulation_fusion, grouped_gemm, nan_check, resolve
 from .pretrain import num_microbatches, padded_vocab_size, train_iterations, virtual_pipeline_size, vocab_size
+from .data_loader import LOADER_MASK_BYTES_PER_S, loader_seconds, mask_bytes
 from .schedule import bubble_fraction
 
 if TYPE_CHECKING:  # the spec as the step model reads it
@@ -64,9 +65,10 @@ HOST_PER_LAYER = HOST_SPEED * host_time.LAYER_PASS_S
 HOST_PER_ITERATION = HOST_SPEED * host_time.ITERATION_S
 # Fused attention's cost per causal score beside its FLOPs: the attention dropout (Megatron's default 0.1,
 # which compiled specs keep), whose random numbers cuDNN draws in the forward kernel and again in the
-# backward, priced as torch's dropout measured per element forward and backward (tools/microbench.py);
-# softmax and its statistics ride in the kernels' FLOPs
-FUSED_ATTENTION_SCORE_S = rates.op_seconds("dropout", 1)
+# backward, measured on Transformer Engine's DotProductAttention itself (tools/fused_attention_bench.py,
+# tests/fixtures/h200-hosts/call8: forward and backward at b1 h16 s16384 d64, 8.01 ms with dropout 0.1 and
+# 4.53 ms without, over 2^31 causal scores; s8192 gives 1.40 ps); softmax and its statistics ride in the FLOPs
+FUSED_ATTENTION_SCORE_S = 1.62e-12
 # FP8 GEMMs on Hopper run at twice the bf16 rate on paper; the published H100 steps (dgxc rows of
 # tests/fixtures/published) give the whole step, not the GEMM: STACK_FACTOR["te-fp8"] carries it.
 MEASURED_GPU = "h200"
@@ -107,6 +109,7 @@ class Parallel(NamedTuple):
     cross_entropy_fusion: bool = False  # --cross-entropy-loss-fusion
     fused_attention_share: float | None = None  # None: the fitted FUSED_ATTENTION_SHARE
     fused_attention_score_s: float | None = None  # None: FUSED_ATTENTION_SCORE_S (the measured dropout's)
+    attention_mask: bool = False  # the data loader builds the causal mask (performance.Options.attention_mask)
     # --check-for-nan-in-loss-and-grad (Megatron's default; arguments.py:1164-1170 turns it off for fp16
     # with dynamic loss scaling): None, as Megatron decides
     nan_check: bool | None = None
@@ -257,6 +260,12 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
         f"profiled (host_time.py{'' if _fused_optimizer(par) else '; its gradient norm syncs per parameter tensor'}) "
         f"at the host's speed {FIT_SOURCE}")))
     seconds = sum(t.seconds for t in terms if t.exposed)
+    loader = loader_seconds(args, par)
+    if loader > seconds:  # the data loader sets the pace: the step waits for its masks
+        terms.append(Term("data-loader", loader - seconds, True, True,
+                          f"the data loader's causal masks, {m} x {mask_bytes(args, par) / 1e6:.0f} MB, at the measured "
+                          f"{LOADER_MASK_BYTES_PER_S / 1e9:.2f} GB/s take {loader * 1e3:.1f} ms, longer than the rest of the step"))
+        seconds = loader
     split = flops_split(args, par.global_batch)
     tokens = par.global_batch * args.seq_length
     util = split.total / (seconds * par.world * gpu.bf16_dense_tflops * 1e12)
@@ -372,7 +381,7 @@ def parallel_of(spec: SpecView | JobSpec, layout: ParallelLayout) -> Parallel:
         recompute_num_layers=None if rec is None else rec.num_layers,
         overlap_grad_reduce=options.overlap_grad_reduce, overlap_param_gather=options.overlap_param_gather,
         tp_comm_overlap=options.tp_comm_overlap, cross_entropy_fusion=options.cross_entropy_fusion,
-        grouped_gemm=grouped_gemm(t), nan_check=nan_check(t),
+        grouped_gemm=grouped_gemm(t), nan_check=nan_check(t), attention_mask=options.attention_mask,
         rdma=res.rdma, local_attention=local, fused_kernels=t.fused_kernels,
         grad_accumulation_fusion=gradient_accumulation_fusion(t),
         precision=t.precision, stack="local" if local else "te",

@@ -203,6 +203,7 @@ class Performance(Record):
     manual_gc: bool | None
     manual_gc_interval: int
     tp_comm_overlap: bool
+    attention_mask_in_dataloader: bool | None
 
 
 class Prepare(Record):

@@ -35,3 +35,6 @@ class Performance(_Section):
     manual_gc: bool | None = None  # default: on (--manual-gc: collect at fixed steps on every rank)
     manual_gc_interval: int = Field(default=100, ge=0)  # --manual-gc-interval; 0: only around evaluation
     tp_comm_overlap: bool = False  # TE userbuffers: needs sequence parallel and an image that built them
+    # the data loader's causal mask (false: --no-create-attention-mask-in-dataloader); default: off unless
+    # training.args has --reset-attention-mask
+    attention_mask_in_dataloader: bool | None = None

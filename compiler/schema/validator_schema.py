@@ -10,7 +10,7 @@ from . import formats, records
 
 PYDANTIC = '2.14.4'
 PYDANTIC_CORE = '2.50.5'
-KEY = '7791d24656a24df75a15101fb76b373c'
+KEY = 'd7689cec8f9908aa683c55cedaf3f9c7'
 
 
 def schema() -> dict[str, Any]:
@@ -892,7 +892,12 @@ def schema() -> dict[str, Any]:
                                                                                                                                                            'tp_comm_overlap': {'type': 'model-field',
                                                                                                                                                                                'schema': {'type': 'default',
                                                                                                                                                                                           'schema': {'type': 'bool'},
-                                                                                                                                                                                          'default': False}}},
+                                                                                                                                                                                          'default': False}},
+                                                                                                                                                           'attention_mask_in_dataloader': {'type': 'model-field',
+                                                                                                                                                                                            'schema': {'type': 'default',
+                                                                                                                                                                                                       'schema': {'type': 'nullable',
+                                                                                                                                                                                                                  'schema': {'type': 'bool'}},
+                                                                                                                                                                                                       'default': None}}},
                                                                                                                                                 'model_name': 'Performance',
                                                                                                                                                 'computed_fields': []},
                                                                                                                                      'custom_init': False,

@@ -363,6 +363,7 @@ torchrun \
   --cross-entropy-loss-fusion \
   --manual-gc \
   --manual-gc-interval 100 \
+  --no-create-attention-mask-in-dataloader \
   --exit-signal-handler \
   ${resume_args[@]+"${resume_args[@]}"} >"$FIFO_DIR/output" 2>&1 &
 torchrun_pid=$!

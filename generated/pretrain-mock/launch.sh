@@ -292,6 +292,7 @@ torchrun \
   --tensorboard-dir "$RUN_ROOT/tensorboard" \
   --manual-gc \
   --manual-gc-interval 100 \
+  --no-create-attention-mask-in-dataloader \
   --exit-signal-handler \
   ${resume_args[@]+"${resume_args[@]}"} >"$FIFO_DIR/output" 2>&1 &
 torchrun_pid=$!

@@ -319,6 +319,7 @@ torchrun \
   --eval-iters 0 \
   --manual-gc \
   --manual-gc-interval 100 \
+  --no-create-attention-mask-in-dataloader \
   --exit-signal-handler \
   ${resume_args[@]+"${resume_args[@]}"} >"$FIFO_DIR/output" 2>&1 &
 torchrun_pid=$!

@@ -1,0 +1,24 @@
+"""The data loader's share of a step (issue 26): the causal mask it builds by default."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# The data loader's causal mask (--create-attention-mask-in-dataloader, Megatron's default; the compiler turns
+# it off unless --reset-attention-mask needs it, performance.py): b x s x s booleans a micro batch, built in
+# the loader's workers, pinned and copied to the GPU. Measured on the H200 (tests/fixtures/h200-hosts/call9):
+# te-s16384-b1 ran 119.8 ms an iteration with it, 68.1 ms without: the loader, not the GPU, set the pace,
+# 268 MB of mask in 119.8 ms; te-s8192-l4's pair (47.1 against 35.2 ms) gives 1.42 GB/s, so the rate is
+# known to within that. A step is at least its micro batches' masks at this rate.
+LOADER_MASK_BYTES_PER_S = 2.24e9
+
+
+def mask_bytes(args: Any, par: Any) -> float:
+    """The data loader's causal mask a micro batch: bool [b, 1, s/CP, s] (0 when the loader builds none)."""
+    return float(par.micro_batch * args.seq_length / par.context * args.seq_length) if par.attention_mask else 0.0
+
+
+def loader_seconds(args: Any, par: Any) -> float:
+    """The least time a step can take when the data loader builds causal masks: its micro batches' masks
+    at LOADER_MASK_BYTES_PER_S."""
+    return float(par.microbatches * mask_bytes(args, par) / LOADER_MASK_BYTES_PER_S)
