@@ -59,3 +59,25 @@ def test_fused_attention_bench_has_every_shape_with_and_without_dropout() -> Non
     assert big[0.0]["forward_backward_s"] == pytest.approx(4.5e-3, rel=0.01)
     scores = big[0.1]["b"] * big[0.1]["heads"] * 16384 ** 2 / 2
     assert (big[0.1]["forward_backward_s"] - big[0.0]["forward_backward_s"]) / scores == pytest.approx(1.6e-12, rel=0.05)
+
+
+def _losses(log: Path) -> list[str]:
+    return re.findall(r"lm loss: ([\d.E+-]+)", log.read_text(errors="replace"))
+
+
+def test_the_mask_off_trains_the_same_model() -> None:
+    # call10's launches, compiled with --no-create-attention-mask-in-dataloader, against call6's with the mask:
+    # Megatron's local layers give the same loss digit for digit
+    for name in ("mem-l4", "mem-tiny-l2-h256"):
+        off = _losses(HOSTS / "call10" / "local" / name / "train.log")
+        on = _losses(HOSTS / "call6" / name / "train.log")
+        assert len(off) >= 15 and off == on
+    assert re.search(r"create_attention_mask_in_dataloader \.+ False",
+                     (HOSTS / "call10" / "local" / "mem-l4" / "train.log").read_text())
+    # Transformer Engine's within what two runs with the mask differ by (cuDNN's attention is not bitwise
+    # reproducible)
+    off = [float(x) for x in _losses(HOSTS / "call10" / "te" / "te-s16384-b1" / "train.log")]
+    on = [float(x) for x in _losses(HOSTS / "call9" / "te-s16384-b1-mask" / "train.log")]
+    again = [float(x) for x in _losses(HOSTS.parent / "te-h200" / "measurements" / "te-s16384-b1" / "train.log")]
+    spread = max(abs(a / b - 1) for a, b in zip(on, again))
+    assert max(abs(a / b - 1) for a, b in zip(off, on)) <= 2 * spread
