@@ -51,7 +51,7 @@ def test_leaving_out_a_rows_kin_holds_the_figures(result: dict[str, Any]) -> Non
     its sweep: the same thresholds as plain leave-one-row-out (a configuration measured twice, or a sweep's
     other layouts, must not carry the figures)."""
     assert result["strict_median"] <= 0.10
-    assert result["strict_median"] <= 0.047  # 4.6 %
+    assert result["strict_median"] <= 0.048  # 4.7 % (the H200 fit of calls 6-10 moves it from 4.6)
     assert result["strict_max"] <= 0.31
 
 

@@ -260,9 +260,9 @@ def test_leave_one_out_holds_the_committed_worst_fold() -> None:
     # lent hosts that ran the same job up to 2.2x apart miss it (docs/performance-model.md,
     # tests/fixtures/h200-hosts)
     own = [r for r in VALIDATION["rows"] if not r["contended"]]
-    assert len(own) >= 72
-    assert VALIDATION["worst"] <= 0.54
-    assert sum(abs(r["error"]) <= 0.15 for r in own) >= 57
+    assert len(own) >= 75
+    assert VALIDATION["worst"] <= 0.55
+    assert sum(abs(r["error"]) <= 0.15 for r in own) >= 59
 
 
 def test_a_run_with_an_option_the_model_does_not_price_is_shown_not_fitted() -> None:
@@ -285,7 +285,7 @@ def test_transformer_engine_runs_within_15_percent() -> None:
     # several micro batches to tell TE's host per micro batch (+39 %), te-s8192-l4 without the data loader's
     # mask runs 35 ms where the model prices 47 (+32 %), te-l12-full-u1 +21 % (docs/performance-model.md)
     te = [r for r in VALIDATION["rows"] if r["te"]]
-    assert len(te) >= 21
+    assert len(te) >= 22
     assert max(abs(r["error"]) for r in te) <= 0.39
     assert max(abs(r["error"]) for r in te if "ga8" not in r["name"] and "nomask" not in r["name"]) <= 0.21
 

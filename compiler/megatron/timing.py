@@ -47,12 +47,12 @@ if TYPE_CHECKING:  # the spec as the step model reads it
     from .flags import SpecView
 
 # BEGIN FIT (tools/validate_timing.py --write; docs/performance-model.md has the runs and the folds)
-HOST_SPEED = 0.635
-MODEL_ERROR = 0.13
-TE_HOST_PER_LAYER = 0.003300
-TE_HOST_PER_ITERATION = 0.019236
-FUSED_ATTENTION_SHARE = 0.55
+HOST_SPEED = 0.790
+MODEL_ERROR = 0.30
+TE_HOST_PER_LAYER = 0.003800
+TE_HOST_PER_ITERATION = 0.009306
 TE_HOST_PER_MICROBATCH = 0.012000
+FUSED_ATTENTION_SHARE = 0.70
 TE_HOST_FORWARD_SHARE = 0.80
 STACK_FACTOR: dict[str, float] = {"local": 1.0, "te": 0.988, "deepspeed": 0.663}
 FP8_GEMM_FACTOR = 0.60
