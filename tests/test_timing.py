@@ -273,9 +273,13 @@ def test_a_run_with_an_option_the_model_does_not_price_is_shown_not_fitted() -> 
     assert len(VALIDATION["folds"]) == sum(1 for r in VALIDATION["rows"] if not r["contended"] and not r["unpriced"])
 
 
-def test_dense_runs_without_host_bound_or_moe_within_20_percent() -> None:
+def test_local_runs_but_the_host_bound_hold_the_committed_worst() -> None:
+    # the committed figure, not an acceptance: the runs without TE but the host-bound tiny model and micro batch 1
+    # at s 2048 (b1, whose hosts ran it 28.6 and 39.1 ms); the worst is call6/mem-l4-ga4, -16 % on call 6's slow host
+    host_bound = ("tiny-l2-h256", "tiny-l2-h256-ga1", "b1", "call6/mem-b1")
     dense = [r for r in VALIDATION["rows"] if not r["contended"] and "tiny" not in r["name"]
-             and not r["name"].endswith("b1") and not r["te"] and not r["unpriced"]]
+             and r["name"] not in host_bound and not r["te"] and not r["unpriced"]]
+    assert len(dense) >= 35
     assert max(abs(r["error"]) for r in dense) <= 0.16
 
 
@@ -283,7 +287,7 @@ def test_transformer_engine_runs_within_15_percent() -> None:
     # issue 27's acceptance was every single-GPU TE run within 15 %, leave-one-out. With the runs of calls 7 and
     # 9 (tests/fixtures/h200-hosts) in the fit it no longer holds: te-b1-ga8 left out leaves one TE run with
     # several micro batches to tell TE's host per micro batch (+39 %), te-s8192-l4 without the data loader's
-    # mask runs 35 ms where the model prices 47 (+32 %), te-l12-full-u1 +21 % (docs/performance-model.md)
+    # mask runs 35 ms where the model prices 46 (+30 %), te-l12-full-u1 +21 % (docs/performance-model.md)
     te = [r for r in VALIDATION["rows"] if r["te"]]
     assert len(te) >= 22
     assert max(abs(r["error"]) for r in te) <= 0.39

@@ -30,8 +30,12 @@ class Options(NamedTuple):
     reasons: tuple[tuple[str, str], ...]  # (option, why it is on or off), for plan.md
 
 
-FLAGS = ("--overlap-grad-reduce", "--overlap-param-gather", "--cross-entropy-loss-fusion", "--manual-gc",
-         "--manual-gc-interval", "--tp-comm-overlap", "--no-create-attention-mask-in-dataloader")
+# Each flag and the training.performance field that decides it
+FIELD_OF = {"--overlap-grad-reduce": "overlap_grad_reduce", "--overlap-param-gather": "overlap_param_gather",
+            "--cross-entropy-loss-fusion": "cross_entropy_fusion", "--manual-gc": "manual_gc",
+            "--manual-gc-interval": "manual_gc_interval", "--tp-comm-overlap": "tp_comm_overlap",
+            "--no-create-attention-mask-in-dataloader": "attention_mask_in_dataloader"}
+FLAGS = tuple(FIELD_OF)
 
 
 class _Defaults(NamedTuple):
@@ -81,7 +85,8 @@ def resolve(t: Any, data_parallel: int) -> Options:
               "off: needs Transformer Engine built with userbuffers in the image, which the compiler cannot see")
     reset = "--reset-attention-mask" in getattr(t, "args", ())
     mask, mask_why = _pick(p.attention_mask_in_dataloader, reset, (
-        "--reset-attention-mask masks each document on its own: the attention needs the data loader's mask"
+        "--reset-attention-mask masks each document on its own through the data loader's mask, which Megatron's "
+        "local unfused softmax applies (its fused kernels and Transformer Engine's causal attention never read it)"
         if reset else
         "a causal GPT needs no mask from the data loader (Transformer Engine's attention and the local softmax "
         "build their own, fused_softmax.py:323-327); building it costs b x s x s bytes a micro batch through the "

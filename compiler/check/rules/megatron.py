@@ -11,6 +11,7 @@ from typing import Any, Iterator
 
 from ...diagnostics import Diagnostic, Severity
 from ...megatron.flags import OWNED_FLAGS, arg_flag_name
+from ...megatron.performance import FIELD_OF as PERFORMANCE_FIELD_OF
 from ...megatron import divisibility as div
 from ...megatron.parallel import model_parallel_size
 from ...megatron.pretrain import (
@@ -257,7 +258,14 @@ def check_duplicate_flags(ctx: RuleContext) -> Iterator[Diagnostic]:
     owned = OWNED_FLAGS | {f.name for f in ctx.facts.flags or ()}
     for index, arg in enumerate(t.args):
         name = arg_flag_name(arg)
-        if name in owned:
+        field = PERFORMANCE_FIELD_OF.get(name)
+        if name in owned and field is not None:
+            yield ctx.locate(
+                "args-duplicate-flag", f"training.args[{index}] sets {name}, which training.performance.{field} "
+                "decides (megatron/performance.py: the compiler passes it or leaves it off, and plan.md says why)",
+                ("training", "args", index), hint=f"set training.performance.{field} and drop {name} from training.args",
+            )
+        elif name in owned:
             yield ctx.locate(
                 "args-duplicate-flag", f"training.args[{index}] sets {name}, which the spec's typed sections already "
                 "set", ("training", "args", index), hint="change the typed field instead; a flag given twice is "

@@ -9,6 +9,7 @@ from ...diagnostics import Diagnostic, Severity
 from ...megatron.flags import arg_flag_name
 from ...megatron.fp8 import dimension_problems, recipe_of, recipe_refusal
 from ...megatron.gpus import gpu_of_flavor
+from ...megatron.performance import resolve
 from ..context import RuleContext
 
 
@@ -64,9 +65,32 @@ def check_fp8(ctx: RuleContext) -> Iterator[Diagnostic]:
                          hint="set training.fp8.recipe: tensorwise, or drop the flag")
 
 
+def _mask_checks(ctx: RuleContext, t: Any) -> Iterator[Diagnostic]:
+    """The data loader's causal mask against the flags that need it or refuse it."""
+    args = list(t.args)
+    set_ = None if t.performance is None else t.performance.attention_mask_in_dataloader
+    field = ("training", "performance", "attention_mask_in_dataloader")
+    if "--sft" in args and (resolve(t, 1).attention_mask or "--reset-attention-mask" in args):
+        # the SFT dataset packs sequences with cu_seqlens and asserts neither mask is asked for
+        where = field if set_ else ("training", "args", args.index("--reset-attention-mask"))
+        yield ctx.locate("performance-option", "--sft asserts the data loader builds no attention mask and resets "
+                         "none (megatron/training/datasets/sft_dataset.py:174): the job would fail at its first batch",
+                         where, hint="drop attention_mask_in_dataloader: true and --reset-attention-mask")
+    elif set_ is False and "--reset-attention-mask" in args:
+        yield ctx.locate("performance-option", "--reset-attention-mask masks each document through the data loader's "
+                         "mask, which attention_mask_in_dataloader: false turns off: the local unfused softmax then "
+                         "takes a plain causal mask and the fused kernels never read one, so documents attend to each "
+                         "other", field, severity=Severity.WARNING,
+                         hint="remove attention_mask_in_dataloader: false (the compiler keeps the mask for "
+                              "--reset-attention-mask)")
+
+
 def check_performance(ctx: RuleContext) -> Iterator[Diagnostic]:
     t = _pretrain(ctx)
-    if t is None or t.performance is None:
+    if t is None:
+        return
+    yield from _mask_checks(ctx, t)
+    if t.performance is None:
         return
     p, here = t.performance, ("training", "performance")
     # overlap_param_gather without the distributed optimizer: megatron-validate-args reports it (arguments.py:1004)
