@@ -48,6 +48,23 @@ print(f"rank {rank} of world {world}: all_reduce sum {value.item():.0f}", flush=
 '''
 
 
+def gloo_tool_lines(tool: str, port: int, out: Path, *args: str) -> list[dict]:
+    """tools/TOOL under torchrun with two CPU ranks on gloo (skipped without torch): the JSON lines it wrote to
+    `out` (passed as --out)."""
+    import json
+
+    import pytest
+
+    pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0 --extra-index-url "
+                                        "https://download.pytorch.org/whl/cpu)")
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port),
+         str(REPO / "tools" / tool), "--backend", "gloo", *args, "--out", str(out)],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
 def compile_text(text: str, name: str = "specs/test.yaml", tmp: Path | None = None):
     """Compile spec text written to a temporary file; returns the CompileResult."""
     import tempfile

@@ -8,9 +8,7 @@ was reported with the shape the device summary reads.
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 import comm_bench  # noqa: E402
+from helpers import gloo_tool_lines  # noqa: E402
 
 
 def test_bus_factors_follow_nccl_tests() -> None:
@@ -50,15 +49,8 @@ def test_fit_recovers_latency_and_bandwidth() -> None:
 
 
 def test_gloo_run_reports_every_collective(tmp_path: Path) -> None:
-    pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu)")
-    out = tmp_path / "comm.jsonl"
-    proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29631",
-         str(ROOT / "tools" / "comm_bench.py"), "--backend", "gloo", "--sizes", "4K,64K",
-         "--warmup", "1", "--iters", "2", "--out", str(out)],
-        capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    lines = gloo_tool_lines("comm_bench.py", 29631, tmp_path / "comm.jsonl", "--sizes", "4K,64K", "--warmup", "1",
+                            "--iters", "2")
     rows, last = lines[:-1], lines[-1]
     assert {(r["op"], r["bytes"]) for r in rows} == {(op, s) for op in comm_bench.OPS for s in (4096, 65536)}
     for row in rows:
