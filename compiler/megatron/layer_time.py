@@ -142,6 +142,7 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
     # -- core attention
     bh = b * heads / tp
     scores = bh * s * args.seq_length if par.local_attention else 0.0
+    softmax_asked = fused if par.fused_softmax is None else par.fused_softmax  # --masked-softmax-fusion
     if par.local_attention:
         qk, pv = rates.bmm_seconds(bh, s, d, "qk"), rates.bmm_seconds(bh, s, d, "pv")
         # the passes between the matmuls (masked_fill_ on a view and autograd's CopySlices, softmax,
@@ -150,8 +151,7 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
         # with Megatron's fused scale-mask-softmax (Apex or TE kernels, fused_kernels: true) the mask,
         # softmax and its backward are one pass each way (10 bytes a score) and dropout stays
         # and only at the shapes its kernel takes (fused_softmax_available): else torch's fp32 softmax
-        fused_softmax = (fused if par.fused_softmax is None else par.fused_softmax) and \
-            fused_softmax_available(b, heads // tp, s, args.seq_length)
+        fused_softmax = softmax_asked and fused_softmax_available(b, heads // tp, s, args.seq_length)
         per_score = rates.attention_score_seconds(args.seq_length) if not fused_softmax else (
             rates.op_seconds("dropout", 1) + 10 / rates.hbm_bytes_per_second())
         core_fwd = qk + pv + scores * per_score / 3
@@ -190,7 +190,7 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
     launches = 0
     # the softmax fallback's launches beyond the fused kernel's (forward_torch_softmax's cast, scale,
     # masked_fill and cast back beside the softmax; their backward ops), a recomputed forward's again
-    fallback = (par.local_attention and not fused_softmax and (fused if par.fused_softmax is None else par.fused_softmax))
+    fallback = par.local_attention and not fused_softmax and softmax_asked
     softmax_launches = SOFTMAX_FALLBACK_LAUNCHES * (2 + fraction) if fallback else 0.0
     if moe:
         moe_s, moe_fwd, expert_launches, moe_wait = _moe(args, par, tokens, dt)
