@@ -13,7 +13,7 @@ import pytest
 
 from compiler.megatron.gpus import GPUS, LINK_EFFICIENCY, gpu_named, gpu_of_flavor, worker_network
 from compiler.megatron.flops import FlopsArgs, flops_split, num_floating_point_operations
-from compiler.megatron import rates
+from compiler.megatron import rates, timing
 from compiler.megatron.layer_time import Model, stage_work
 from compiler.megatron.timing import Parallel, spec_step_time, step_time, training_time
 from helpers import load_tool
@@ -260,9 +260,31 @@ def test_leave_one_out_holds_the_committed_worst_fold() -> None:
     # lent hosts that ran the same job up to 2.2x apart miss it (docs/performance-model.md,
     # tests/fixtures/h200-hosts)
     own = [r for r in VALIDATION["rows"] if not r["contended"]]
-    assert len(own) >= 75
+    assert len(own) >= 84
     assert VALIDATION["worst"] <= 0.55
-    assert sum(abs(r["error"]) <= 0.15 for r in own) >= 59
+    assert sum(abs(r["error"]) <= 0.15 for r in own) >= 66
+
+
+def test_gpu_bound_runs_hold_the_committed_worst() -> None:
+    # the committed figure of the runs the fit calls GPU-bound (docs/performance-model.md draws the line after
+    # the errors were seen: a report, not the acceptance); call6/mem-l4-ga4 on call 6's slow host is the worst
+    gpu = [r for r in VALIDATION["rows"] if not r["contended"] and not r["unpriced"] and r["bound"] == "GPU"]
+    assert len(gpu) >= 39
+    assert max(abs(r["error"]) for r in gpu) <= 0.16
+
+
+def test_the_bound_is_the_models_own() -> None:
+    # tools/validate_timing.py's bound and timing.step_time's agree: tiny models host-bound, 24 layers GPU-bound
+    from compiler.one_pass import compile_spec
+
+    rows = {r["name"]: r["bound"] for r in VALIDATION["rows"]}
+    for spec, row, kind in (("mem-hc-tiny-ga4", "call6/mem-hc-tiny-ga4", "host"), ("mem-l24", "call6/mem-l24", "GPU"),
+                            ("te/te-l4", "te-l4", "host"), ("te/te-h3072-l16", "te-h3072-l16", "GPU")):
+        result = compile_spec(str(REPO / "tests" / "e2e" / f"{spec}.yaml"), f"{spec}.yaml", render_files=False)
+        s = spec_step_time(result.spec)
+        assert s is not None and s.bound == rows[row] == kind, spec
+        lo, hi = timing.MEASURED_SPREAD[kind]
+        assert s.spread_s == pytest.approx((s.seconds * lo, s.seconds * hi))
 
 
 def test_a_run_with_an_option_the_model_does_not_price_is_shown_not_fitted() -> None:
@@ -310,6 +332,9 @@ def test_committed_fit_is_the_tools() -> None:
     assert timing.TE_HOST_PER_MICROBATCH == pytest.approx(fit.te_mb, abs=1e-6)
     assert timing.FUSED_ATTENTION_SHARE == pytest.approx(fit.share)
     assert timing.TE_HOST_FORWARD_SHARE == pytest.approx(fit.te_forward)
+    assert timing.MEASURED_SPREAD == _tool("perfdoc").spread(VALIDATION)  # type: ignore[attr-defined]
+    lo, hi = timing.MEASURED_SPREAD["GPU"]
+    assert lo < 1 < hi  # the least and the greatest ratio of measured to estimate: an estimate lies inside
 
 
 def test_performance_doc_is_what_the_tool_writes() -> None:
@@ -388,3 +413,16 @@ def test_the_nan_check_follows_megatrons_rules() -> None:
     assert nan_check(t("bf16")) and nan_check(t("fp16", "--loss-scale", "1024"))
     assert not nan_check(t("fp16"))  # dynamic loss scaling (arguments.py:1163-1170)
     assert not nan_check(t("bf16", "--no-check-for-nan-in-loss-and-grad"))
+
+
+def test_plan_shows_the_measured_spread_around_the_estimate() -> None:
+    from compiler.one_pass import compile_spec
+
+    result = compile_spec(str(REPO / "tests" / "e2e" / "mem-hc-tiny-ga4.yaml"), "mem-hc-tiny-ga4.yaml")
+    assert result.ok and result.files is not None and result.facts is not None
+    s = result.facts.step_time
+    assert s is not None and s.bound == "host"
+    row = next(line for line in result.files["plan.md"].splitlines() if line.startswith("| measured spread |"))
+    lo, hi = timing.MEASURED_SPREAD["host"]
+    assert f"host-bound H200 runs took {lo:.2f}-{hi:.2f}x" in row
+    assert f"{s.spread_s[0] * 1e3:,.0f}-{s.spread_s[1] * 1e3:,.0f} ms an iteration" in row

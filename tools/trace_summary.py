@@ -76,6 +76,10 @@ def profiler_steps(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 LINEAR = "LinearWithGradAccumulationAndAsyncCommunication"  # Megatron's Linear autograd function (layers.py)
+# Transformer Engine's linear autograd functions (transformer_engine/pytorch/module/layernorm_linear.py,
+# linear.py): a TE layer's QKV and FC1 are _LayerNormLinear, its projection and FC2 _Linear; the output
+# layer stays Megatron's Linear. Each is a layer's Linear call as LINEAR is for the local layer.
+LINEARS = (LINEAR, "_LayerNormLinear", "_Linear")
 
 
 def phases(events: list[dict[str, Any]], linears_per_layer: int = 4) -> list[dict[str, Any]]:
@@ -99,9 +103,10 @@ def phases(events: list[dict[str, Any]], linears_per_layer: int = 4) -> list[dic
             spans.append((a, min(e["ts"] for e in mine), max(e["ts"] + e["dur"] for e in mine)))
         own = [(lo, starts[0]), (spans[-1][2], hi)]
         wait = sum(sum(e - s for s, e in clip(sync_iv, a, b)) for a, b in own)
-        fwd = sorted(e["ts"] for e in events if e.get("cat") == "cpu_op" and e["name"] == LINEAR
+        fwd = sorted(e["ts"] for e in events if e.get("cat") == "cpu_op" and e["name"] in LINEARS
                      and e.get("tid") == main and lo <= e["ts"] < hi)
-        bwd = sorted(e["ts"] for e in events if e.get("cat") == "cpu_op" and e["name"] == LINEAR + "Backward"
+        bwd = sorted(e["ts"] for e in events if e.get("cat") == "cpu_op"
+               and str(e["name"]).endswith("Backward") and e["name"][:-len("Backward")] in LINEARS
                      and lo <= e["ts"] < hi)
         per = len(fwd) // len(starts)  # linears a micro batch: the layers' and the output layer's
         layers = (per - 1) // linears_per_layer if per % linears_per_layer == 1 else 0

@@ -73,10 +73,12 @@ def _runs_spec() -> list[tuple[str, list[Path], bool, int, str]]:
     out = [(p.parent.name, [p], False, 1, "") for p in sorted((FIX / "measurements").glob("*/train.log"))]
     # Transformer Engine's runs (issue 27, tests/fixtures/te-h200/measurements): each alone on the GPU too
     out += [(p.parent.name, [p], False, 1, "") for p in sorted((FIX / "te-h200" / "measurements").glob("*/train.log"))]
-    # issue 26's device calls 6 and 7 (tests/fixtures/h200-hosts/README.md): each run alone on the GPU, on two
-    # lent hosts whose launch figures were recorded
+    # issue 26's device calls 6-12 (tests/fixtures/h200-hosts/README.md): each run alone on the GPU but those
+    # under a call's contended/ (a launch given twice ran as two copies at once); the edited launches of
+    # experiments/ (the profiler, the loader in the training process, Megatron's timers) are logged as run.log
     hosts = FIX / "h200-hosts"
-    out += [(str(p.parent.relative_to(hosts)), [p], False, 1, "") for p in sorted(hosts.glob("call*/**/train.log"))]
+    out += [(str(p.parent.relative_to(hosts)), [p], "contended" in p.relative_to(hosts).parts, 1, "")
+            for p in sorted(hosts.glob("call*/**/train.log"))]
     out.append(("h200-pretrain-tp1-run", [FIX / "h200-pretrain-tp1-run" / "train.log"], False, 1, ""))
     # 2 workers x 1 GPU started on one 2 x H200 host: NCCL connects them over the host's NVLink
     out.append(("h200-pretrain-2workers-run", [FIX / "h200-pretrain-2workers-run" / "node-0.log",
@@ -239,7 +241,7 @@ def parts(run: Run) -> Parts:
                  _b(run.args, "check_for_nan_in_loss_and_grad"), iteration_tensors(fa, par), loader_seconds(fa, par))
 
 
-def predict(p: Parts, f: Fit) -> float:
+def _step(p: Parts, f: Fit) -> float:
     """timing.step_time's sum with the fit's constants: a stage's host is its MoE launches, the profiled
     micro batch at the host's speed and its layer passes (TE's fitted figure, or the profiled one)."""
     stages = p.stages[SHARES.index(f.share)] if p.te else p.stages[0]
@@ -251,7 +253,22 @@ def predict(p: Parts, f: Fit) -> float:
     # the schedule's bubble, as timing.step_time takes it: (pp - 1) / v micro batches of the mean stage
     bubble = bubble_fraction(p.pp, p.v if p.v > 1 else None, p.m) * p.m * sum(per) / len(per)
     it = f.te_it if p.te else f.speed * (host_time.ITERATION_S + host_time.PER_TENSOR_S * p.tensors)
-    return max(p.m * max(per) + bubble + p.rest + it, p.loader)
+    return p.m * max(per) + bubble + p.rest + it
+
+
+def predict(p: Parts, f: Fit) -> float:
+    """timing.step_time's seconds with the fit's constants: the step, or the data loader's bound where longer."""
+    return max(_step(p, f), p.loader)
+
+
+def bound(p: Parts, f: Fit) -> str:
+    """What sets the run's pace by the fit, as timing.step_time names it: "host" where a stage's host time
+    exceeds its GPU time or the data loader's bound exceeds the rest of the step (both host work), else "GPU"."""
+    stages = p.stages[SHARES.index(f.share)] if p.te else p.stages[0]
+    layer = f.te_host if p.te else f.speed * host_time.LAYER_PASS_S
+    beyond = f.te_mb if p.te else f.speed * host_time.MICROBATCH_S
+    host = any(launch + beyond + layer * n > g for g, launch, _, n in stages)
+    return "host" if host or p.loader > _step(p, f) else "GPU"
 
 
 # Host speeds tried: 0.005 to 1.5 of the profiled figures
@@ -311,7 +328,7 @@ def validate() -> dict[str, Any]:
         rows.append({"name": r.name, "source": r.source, "measured_ms": r.measured_s * 1e3, "steady": r.steady,
                      "loo_ms": pred * 1e3, "error": pred / r.measured_s - 1, "contended": r.contended,
                      "unpriced": r.unpriced,
-                     "in_sample_ms": predict(ps[i], full) * 1e3, "te": ps[i].te})
+                     "in_sample_ms": predict(ps[i], full) * 1e3, "te": ps[i].te, "bound": bound(ps[i], full)})
     own = [row for row in rows if not row["contended"]]
     worst = max(abs(row["error"]) for row in own)
     return {"rows": rows, "full": full, "folds": folds, "worst": worst,

@@ -59,6 +59,8 @@ def _timing_data(plan: Plan) -> dict[str, Any]:
         return {"timing": None}
     return {"timing": {
         "seconds_per_iteration": step.seconds,
+        "bound": step.bound,
+        "measured_spread_seconds": list(step.spread_s),
         "tokens_per_second": step.tokens_per_second,
         "tflops_per_gpu": step.tflops_per_gpu,
         "flops_per_iteration": step.flops,

@@ -12,6 +12,7 @@ from ..megatron.parallel import RANK_ORDER, RankLayout
 from ..megatron.performance import resolve
 from ..megatron.runfiles import RUN_CHECKPOINT_DIR, EXIT_RECORD, RUNTIME_RECORD, TRAIN_LOG
 from ..megatron.flags import STOP_FLAGS
+from ..megatron.timing import StepTime, TrainingTime
 from ..megatron.stop import FIRST_SAVE_S, GRACE_MARGIN_S, SAVE_SHARE, SIGNAL, START_MARGIN_S, minutes
 from ..schema.records import JobSpec
 from .types import LaunchPlan, PretrainPlan, ReportSection
@@ -175,6 +176,7 @@ def time_section(pretrain: PretrainPlan | None) -> tuple[ReportSection, ...]:
     rows = [("time per iteration", f"{step.seconds * 1e3:,.0f} ms ({step.tokens_per_second:,.0f} tokens/s, "
                                    f"{step.tflops_per_gpu:.0f} TFLOP/s per GPU by Megatron's count)")]
     total = pretrain.training_time
+    rows.append(("measured spread", spread_text(step, total)))
     if total is not None:
         rows.append(("time to train", f"{total.iterations:,} iterations: {total.seconds / 3600:,.1f} h, "
                                       f"{total.gpu_hours:,.0f} GPU-hours"))
@@ -186,6 +188,20 @@ def time_section(pretrain: PretrainPlan | None) -> tuple[ReportSection, ...]:
         rows.append((term.name, f"{term.seconds * 1e3:,.1f} ms{state}{label}: {term.note}"))
     rows.append(("calibration", f"{step.utilisation_source}; constants and sources in docs/performance-model.md"))
     return (ReportSection("Time (estimate)", tuple(rows)),) + stage_section(pretrain)
+
+
+def spread_text(step: StepTime, total: TrainingTime | None) -> str:
+    """Where the kept H200 runs of the estimate's kind (host- or GPU-bound) fell around their leave-one-out
+    estimates, applied to this one (timing.MEASURED_SPREAD)."""
+    lo, hi = step.spread_s
+    why = ("; a host-bound step is Megatron's Python, which the lent hosts ran at speeds of their own"
+           if step.bound == "host" else "")
+    text = (f"{step.bound}-bound: the kept {step.bound}-bound H200 runs took {lo / step.seconds:.2f}-"
+            f"{hi / step.seconds:.2f}x their leave-one-out estimates (docs/performance-model.md){why}: "
+            f"{lo * 1e3:,.0f}-{hi * 1e3:,.0f} ms an iteration")
+    if total is not None:
+        text += f", {total.seconds * lo / step.seconds / 3600:,.1f}-{total.seconds * hi / step.seconds / 3600:,.1f} h to train"
+    return text
 
 
 def stage_section(pretrain: PretrainPlan) -> tuple[ReportSection, ...]:
