@@ -47,12 +47,12 @@ if TYPE_CHECKING:  # the spec as the step model reads it
     from .flags import SpecView
 
 # BEGIN FIT (tools/validate_timing.py --write; docs/performance-model.md has the runs and the folds)
-HOST_SPEED = 0.790
-MODEL_ERROR = 0.24
-MEASURED_SPREAD: dict[str, tuple[float, float]] = {"host": (0.64, 1.51), "GPU": (0.91, 1.19)}
-TE_HOST_PER_LAYER = 0.004000
-TE_HOST_PER_ITERATION = 0.008493
-TE_HOST_PER_MICROBATCH = 0.012000
+HOST_SPEED = 0.795
+MODEL_ERROR = 0.21
+MEASURED_SPREAD: dict[str, tuple[float, float]] = {"host": (0.64, 1.50), "GPU": (0.91, 1.19)}
+TE_HOST_PER_LAYER = 0.004800
+TE_HOST_PER_ITERATION = 0.009243
+TE_HOST_PER_MICROBATCH = 0.008000
 FUSED_ATTENTION_SHARE = 0.70
 TE_HOST_FORWARD_SHARE = 0.80
 STACK_FACTOR: dict[str, float] = {"local": 1.0, "te": 0.988, "deepspeed": 0.663}
