@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from compiler.megatron.flops import FlopsArgs  # noqa: E402
 from compiler.megatron.gpus import GPUS  # noqa: E402
-from compiler.megatron.comm_time import tp_collectives  # noqa: E402
+from compiler.megatron.comm_time import tp_collective_calls  # noqa: E402
 from compiler.megatron.layer_time import FUSED_ATTENTION_SHARE, Model, _recomputed_fraction  # noqa: E402
 from compiler.megatron.pretrain import padded_vocab_size  # noqa: E402
 from compiler.megatron.schedule import bubble_fraction  # noqa: E402
@@ -112,10 +112,8 @@ def _base(row: dict[str, str]) -> Check:
     slots = par.microbatches * (1 + bubble_fraction(par.pipeline, par.virtual_pipeline, par.microbatches))
     layers = fa.num_layers // par.pipeline
     passes = slots * layers * (4 / 3 if par.recompute == "full" else 1.0)
-    # --tp-comm-overlap hands a layer's TP all-gathers and reduce-scatters to Transformer Engine's userbuffers
-    # inside its GEMMs (megatron/core/extensions/transformer_engine.py:801-829, 1065-1081 at the pinned commit:
-    # ub_overlap_ag, ub_overlap_rs, ub_bulk_wgrad, ub_bulk_dgrad): no torch.distributed call on the host
-    calls = 0.0 if par.tp_comm_overlap else slots * layers * tp_collectives(par, _recomputed_fraction(par, layers))
+    # the host's torch.distributed calls for TP (none with --tp-comm-overlap: TE's userbuffers)
+    calls = slots * layers * tp_collective_calls(par, _recomputed_fraction(par, layers))
     tp = sum(t.seconds for t in step.terms if t.name in ("tp", "tp-exposed") and t.exposed)
     return Check(row["id"], par.stack, row["precision"], float(row["measured_step_s"]), step.seconds,
                  step.term("compute").seconds + step.term("bubble").seconds, share, row, slots, passes, calls, tp)

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..tuples import NamedTuple
 from . import rates
-from .gpus import GPUS, LINK_EFFICIENCY, Gpu, worker_network
+from .gpus import GPUS, LINK_EFFICIENCY, MEASURED_GPU, Gpu, worker_network
 
 BF16_BYTES, FP32_BYTES = 2, 4
 # NCCL's latency model (src/graph/tuning.cc of NVIDIA/nccl at commit b6475625, ncclTopoTuneModel and
@@ -245,7 +245,7 @@ def userbuffer_exposed(args: Any, par: Any, gpu: Gpu, one: float, layers: int, m
     GEMM: what the collective takes beyond it stays. The pipeline and bulk comm kernels hold UB_COMM_SMS of the
     GPU's SMs, which the GEMM beside them goes without. `one`: one collective's seconds; the GEMMs at the
     measured rates scaled by the GPU's dense peak."""
-    scale = GPUS["h200"].bf16_dense_tflops / gpu.bf16_dense_tflops
+    scale = GPUS[MEASURED_GPU].bf16_dense_tflops / gpu.bf16_dense_tflops
     tp, tokens, h = par.tensor, par.micro_batch * args.seq_length / par.context, args.hidden_size
     groups = args.num_query_groups if args.group_query_attention and args.num_query_groups else args.num_attention_heads
     q, kv = args.num_attention_heads * args.kv_channels, groups * args.kv_channels
@@ -294,3 +294,11 @@ def tp_collectives(par: Any, recompute_fraction: float) -> float:
     if par.tensor <= 1:
         return 0.0
     return (4 if par.sequence_parallel else 2) * (1 + recompute_fraction) + (6 if par.sequence_parallel else 2)
+
+
+def tp_collective_calls(par: Any, recompute_fraction: float) -> float:
+    """torch.distributed calls the host issues for TP per layer and micro batch: tp_collectives', or none with
+    --tp-comm-overlap, which hands a layer's TP all-gathers and reduce-scatters to Transformer Engine's
+    userbuffers inside its GEMMs (megatron/core/extensions/transformer_engine.py:801-829, 1065-1081 at the
+    pinned commit: ub_overlap_ag, ub_overlap_rs, ub_bulk_wgrad, ub_bulk_dgrad)."""
+    return 0.0 if par.tp_comm_overlap else tp_collectives(par, recompute_fraction)

@@ -51,6 +51,10 @@ GPUS: dict[str, Gpu] = {
                 compute_capability=(8, 9), sms=142),
 }
 
+# The GPU the step model's rates were measured on (tools/microbench.py on the lent H200, rates.py): every
+# other GPU scales from its datasheet figures against this one's
+MEASURED_GPU = "h200"
+
 # Which GPU a worker flavor name means: the GPU's name appears in the flavor string. This is the one
 # table that memory.py (and the capacity rule through it) and timing.py read. AIStudio's flavor list is not in
 # this repository; an unknown flavor maps to nothing rather than to a guess. Longest names first so

@@ -33,7 +33,7 @@ from .comm_time import communication
 from .flops import flops_args, flops_split
 from . import host_time
 from .host_time import iteration_tensors, layer_passes, microbatch_seconds
-from .gpus import GPUS, Gpu, gpu_named, gpu_of_flavor
+from .gpus import GPUS, MEASURED_GPU, Gpu, gpu_named, gpu_of_flavor
 from .layer_time import Model, StageWork, _recomputed_fraction, stage_work
 from .memory import Estimate, estimate
 from .parallel import ParallelLayout, parallel_layout, world_size
@@ -72,7 +72,6 @@ HOST_PER_ITERATION = HOST_SPEED * host_time.ITERATION_S
 FUSED_ATTENTION_SCORE_S = 1.62e-12
 # FP8 GEMMs on Hopper run at twice the bf16 rate on paper; the published H100 steps (dgxc rows of
 # tests/fixtures/published) give the whole step, not the GEMM: STACK_FACTOR["te-fp8"] carries it.
-MEASURED_GPU = "h200"
 
 
 class Parallel(NamedTuple):
