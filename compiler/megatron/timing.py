@@ -313,8 +313,10 @@ def _optimizer(par: Parallel, gpu: Gpu, params_per_rank: float) -> Term:
         adam = rates.adam_seconds(local) * ref.hbm_tb_s / gpu.hbm_tb_s
     extra = (8 * params_per_rank + 6 * local + (4 * params_per_rank if par.precision == "fp16" else 0)) / (
         rates.hbm_bytes_per_second() * gpu.hbm_tb_s / ref.hbm_tb_s)
-    return Term("optimizer", adam + extra, True, True,
-                f"AdamW (foreach) over {local / 1e6:.1f} M parameters, measured, + grad norm, zeroing and copies")
+    what = (f"FusedAdam (TE's or Apex's) over {local / 1e6:.1f} M parameters, one pass of {FUSED_ADAM_BYTES} bytes each "
+            "at the measured HBM rate" if _fused_optimizer(par)
+            else f"AdamW (foreach) over {local / 1e6:.1f} M parameters, measured")
+    return Term("optimizer", adam + extra, True, True, f"{what}, + grad norm, zeroing and copies")
 
 
 class TrainingTime(NamedTuple):
