@@ -62,6 +62,33 @@ def spread(result: dict[str, Any]) -> dict[str, tuple[float, float]]:
     return out
 
 
+HOSTS = REPO / "tests" / "fixtures" / "h200-hosts"
+
+
+def preregistered(result: dict[str, Any]) -> list[str]:
+    """The runs whose plan.md figure was written down before their device call (each call's
+    predicted-before.txt, the model as committed then), against what they measured, apart by the bound
+    today's fit gives them."""
+    by_name = {r["name"]: r for r in result["rows"]}
+    errs: dict[str, list[float]] = {"GPU": [], "host": []}
+    calls = []
+    for path in sorted(HOSTS.glob("call*/**/predicted-before.txt"),
+                       key=lambda p: int(re.findall(r"\d+", p.relative_to(HOSTS).parts[0])[0])):
+        call = str(path.parent.relative_to(HOSTS))
+        calls.append(call)
+        for line in path.read_text().splitlines():
+            name, predicted = line.split()[:2]
+            row = by_name[f"{call}/{name}"]
+            errs[row["bound"]].append(float(predicted) / row["measured_ms"] - 1)
+    out = [f"- written down before the runs (plan.md's figure from the model as committed before each call, never fitted "
+           f"on them: predicted-before.txt of {', '.join(calls)}):"]
+    for kind, e in errs.items():
+        if e:
+            out.append(f"  - {kind}-bound by today's fit, {len(e)} runs: {_pct(min(e))} to {_pct(max(e))}, "
+                       f"{sum(abs(x) <= 0.15 for x in e)} within 15 %")
+    return out
+
+
 def bound_lines(result: dict[str, Any]) -> list[str]:
     """The leave-one-out errors apart for the runs the fit calls GPU-bound and host-bound, and the spread
     plan.md shows around an estimate of each kind."""
@@ -86,6 +113,7 @@ def bound_lines(result: dict[str, Any]) -> list[str]:
         "  split was drawn after the errors were seen, to show where they fall, not to choose what counts: the",
         "  acceptance figure is the worst over every run above.",
         *out,
+        *preregistered(result),
         "- plan.md and `--explain` show each estimate with the spread of its kind (MEASURED_SPREAD: the least and the",
         f"  greatest ratio of measured to leave-one-out estimate): host-bound {lo['host'][0]:.2f}-{lo['host'][1]:.2f}x, "
         f"GPU-bound {lo['GPU'][0]:.2f}-{lo['GPU'][1]:.2f}x.",
