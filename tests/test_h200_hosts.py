@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 
 HOSTS = Path(__file__).parent / "fixtures" / "h200-hosts"
-_ITER = re.compile(r"elapsed time per iteration \(ms\): ([\d.]+)")
+_ITER = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*?elapsed time per iteration \(ms\): ([\d.]+)")
 
 
 def steady(log: Path) -> list[float]:
-    its = [float(x) for x in _ITER.findall(log.read_text(errors="replace"))]
-    return its[3:]  # after iteration 3, as tools/validate_timing.py takes them
+    """The iterations after 3, as tools/validate_timing.py takes them: one time per iteration number (where a
+    log holds two runs, call11's contended pair, the later line)."""
+    its = {int(k): float(ms) for k, ms in _ITER.findall(log.read_text(errors="replace"))}
+    return [ms for k, ms in sorted(its.items()) if k > 3]
 
 
 def predicted(path: Path) -> dict[str, float]:
@@ -132,3 +134,28 @@ def test_transformer_engine_layers_split_in_the_traces() -> None:
         assert len(st["layer_forward"]) == 3 and 2.3 <= statistics.mean(st["layer_forward"]) <= 2.7
         assert 3.2 <= statistics.mean(st["layer_backward"]) <= 4.4
         assert 9.5 <= st["iteration"] <= 9.8
+
+
+def test_optimizer_and_accumulation_rates_are_the_traces() -> None:
+    # compiler/megatron/rates.py's per-parameter figures: call14's traces, each kernel family's time a profiled
+    # step over the rank's parameters (and micro batches for the accumulation)
+    from compiler.megatron import rates
+    from helpers import load_tool
+
+    trace = load_tool("trace_summary")
+    families = {"GRAD_ACCUMULATION_S_PER_PARAM": ("unrolled_elementwise_kernel", "CUDAFunctor_add<float>"),
+                "FUSED_ADAM_S_PER_PARAM": ("multi_tensor_adam",), "PARAM_COPY_S_PER_PARAM": ("multi_tensor_scale",),
+                "GRAD_NORM_S_PER_PARAM": ("multi_tensor_l2norm",)}
+    got: dict = {k: [] for k in families}
+    for name in ("te-llama-prof", "te-qwen-prof", "mem-llama-prof"):
+        run = HOSTS / "call14" / "experiments" / name
+        log = (run / "run.log").read_text()
+        params = int(re.search(r"number of parameters on \(tensor, pipeline\) model parallel rank \(0, 0\): (\d+)", log)[1])
+        micro = int(re.search(r" global_batch_size \.+ (\d+)", log)[1]) // int(re.search(r" micro_batch_size \.+ (\d+)", log)[1])
+        events = trace.load(run / "trace.json.gz")  # type: ignore[attr-defined]
+        for key, parts in families.items():
+            per = micro if key == "GRAD_ACCUMULATION_S_PER_PARAM" else 1
+            got[key].append(trace.kernel_ms(events, *parts) / 1e3 / (params * per))  # type: ignore[attr-defined]
+    for key, values in got.items():
+        assert getattr(rates, key) == pytest.approx(statistics.mean(values), rel=0.01), key
+        assert max(values) / min(values) < 1.1, key  # three runs, two stacks: one figure

@@ -105,9 +105,8 @@ def phases(events: list[dict[str, Any]], linears_per_layer: int = 4) -> list[dic
         wait = sum(sum(e - s for s, e in clip(sync_iv, a, b)) for a, b in own)
         fwd = sorted(e["ts"] for e in events if e.get("cat") == "cpu_op" and e["name"] in LINEARS
                      and e.get("tid") == main and lo <= e["ts"] < hi)
-        bwd = sorted(e["ts"] for e in events if e.get("cat") == "cpu_op"
-               and str(e["name"]).endswith("Backward") and e["name"][:-len("Backward")] in LINEARS
-                     and lo <= e["ts"] < hi)
+        bwd = sorted(e["ts"] for e in events if e.get("cat") == "cpu_op" and str(e["name"]).endswith("Backward")
+                     and e["name"][:-len("Backward")] in LINEARS and lo <= e["ts"] < hi)
         per = len(fwd) // len(starts)  # linears a micro batch: the layers' and the output layer's
         layers = (per - 1) // linears_per_layer if per % linears_per_layer == 1 else 0
         lf, lb = [], []
@@ -122,6 +121,14 @@ def phases(events: list[dict[str, Any]], linears_per_layer: int = 4) -> list[dic
                     "layer_forward": lf, "layer_backward": lb,
                     "iteration": (sum(b - a for a, b in own) - wait) / 1e3, "iteration_sync": wait / 1e3})
     return out
+
+
+def kernel_ms(events: list[dict[str, Any]], *parts: str) -> float:
+    """The mean GPU time of a profiled step (ms) of the kernels whose name holds every one of `parts`
+    (rates.py's per-parameter optimizer and gradient-accumulation figures)."""
+    steps = profiler_steps(events)
+    total = sum(e["dur"] for e in events if e.get("cat") == "kernel" and all(p in str(e["name"]) for p in parts))
+    return total / max(1, len(steps)) / 1e3
 
 
 def _mean(xs: list[float]) -> float:

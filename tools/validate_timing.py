@@ -43,7 +43,8 @@ from compiler.megatron.layer_time import Model  # noqa: E402
 from compiler.megatron.pretrain import padded_vocab_size  # noqa: E402
 from compiler.megatron.schedule import bubble_fraction  # noqa: E402
 from compiler.megatron.data_loader import loader_seconds  # noqa: E402
-from compiler.megatron.timing import FUSED_ATTENTION_SCORE_S, Parallel, iteration_tensors, microbatch_seconds, step_time  # noqa: E402
+from compiler.megatron.timing import (FUSED_ATTENTION_SCORE_S, Parallel, iteration_tensors, microbatch_seconds, pace,  # noqa: E402
+                                      step_time)
 from measurements import parse_args_dump  # noqa: E402
 
 FIX = REPO / "tests" / "fixtures"
@@ -241,15 +242,21 @@ def parts(run: Run) -> Parts:
                  _b(run.args, "check_for_nan_in_loss_and_grad"), iteration_tensors(fa, par), loader_seconds(fa, par))
 
 
-def _step(p: Parts, f: Fit) -> float:
-    """timing.step_time's sum with the fit's constants: a stage's host is its MoE launches, the profiled
-    micro batch at the host's speed and its layer passes (TE's fitted figure, or the profiled one)."""
+def _stages(p: Parts, f: Fit) -> list[tuple[float, float, float]]:
+    """Each stage's (micro batch, GPU, host with MoE's waits) seconds as timing.step_time takes them, with the
+    fit's constants: a stage's host is its MoE launches, the profiled micro batch at the host's speed and its
+    layer passes (TE's fitted figure, or the profiled one)."""
     stages = p.stages[SHARES.index(f.share)] if p.te else p.stages[0]
     layer = f.te_host if p.te else f.speed * host_time.LAYER_PASS_S
     forward = f.te_forward if p.te else host_time.MICROBATCH_FORWARD_SHARE
     beyond = f.te_mb if p.te else f.speed * host_time.MICROBATCH_S
-    per = [microbatch_seconds(g, launch + beyond + layer * n, p.nan_check, forward) + moe
-           for g, launch, moe, n in stages]
+    return [(microbatch_seconds(g, launch + beyond + layer * n, p.nan_check, forward) + moe, g,
+             launch + beyond + layer * n + moe) for g, launch, moe, n in stages]
+
+
+def _step(p: Parts, f: Fit) -> float:
+    """timing.step_time's sum with the fit's constants."""
+    per = [micro for micro, _, _ in _stages(p, f)]
     # the schedule's bubble, as timing.step_time takes it: (pp - 1) / v micro batches of the mean stage
     bubble = bubble_fraction(p.pp, p.v if p.v > 1 else None, p.m) * p.m * sum(per) / len(per)
     it = f.te_it if p.te else f.speed * (host_time.ITERATION_S + host_time.PER_TENSOR_S * p.tensors)
@@ -262,13 +269,9 @@ def predict(p: Parts, f: Fit) -> float:
 
 
 def bound(p: Parts, f: Fit) -> str:
-    """What sets the run's pace by the fit, as timing.step_time names it: "host" where a stage's host time
-    exceeds its GPU time or the data loader's bound exceeds the rest of the step (both host work), else "GPU"."""
-    stages = p.stages[SHARES.index(f.share)] if p.te else p.stages[0]
-    layer = f.te_host if p.te else f.speed * host_time.LAYER_PASS_S
-    beyond = f.te_mb if p.te else f.speed * host_time.MICROBATCH_S
-    host = any(launch + beyond + layer * n > g for g, launch, _, n in stages)
-    return "host" if host or p.loader > _step(p, f) else "GPU"
+    """What sets the run's pace by the fit: timing.pace on its slowest stage."""
+    _, gpu, host = max(_stages(p, f))
+    return pace(host, gpu, p.loader > _step(p, f))
 
 
 # Host speeds tried: 0.005 to 1.5 of the profiled figures

@@ -60,7 +60,8 @@ def _timing_data(plan: Plan) -> dict[str, Any]:
     return {"timing": {
         "seconds_per_iteration": step.seconds,
         "bound": step.bound,
-        "measured_spread_seconds": list(step.spread_s),
+        "validation_spread_seconds": list(step.spread_s),
+        "validation_spread_covers": step.spread_covers,
         "tokens_per_second": step.tokens_per_second,
         "tflops_per_gpu": step.tflops_per_gpu,
         "flops_per_iteration": step.flops,

@@ -218,7 +218,7 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
         stage_params += vocab * h
     fused_accumulation = getattr(par, "grad_accumulation_fusion", None)
     accumulate = 0.0 if (fused if fused_accumulation is None else fused_accumulation) else \
-        stage_params * 10 / rates.hbm_bytes_per_second()
+        stage_params * rates.GRAD_ACCUMULATION_S_PER_PARAM
     return StageWork(
         gemm=layers * (attn_gemm + mlp_gemm) + fraction * layers * (attn_fwd + mlp_fwd),
         attention=layers * core + recompute_attention(fraction, selective, core_fwd, layers),

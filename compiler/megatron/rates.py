@@ -142,3 +142,22 @@ def attention_score_seconds(seq: float) -> float:
     same = [r for r in rows if r["s"] == best["s"]]
     per = [(r["fwd_bwd_s"] - r["matmuls_only_s"]) / (r["b"] * r["heads"] * r["s"] * r["s"]) for r in same]
     return float(min(per))
+
+
+# Per-parameter GPU time of the optimizer step's and the gradient accumulation's kernels, measured in
+# torch-profiler traces of three compiled launches on the lent H200 (tests/fixtures/h200-hosts/call14:
+# te-llama-h4096-s4096, te-qwen-h2048-l8 and mem-llama-h3072-l6, 0.80-1.92 G parameters; tools/trace_summary.py
+# kernel_ms; tests/test_h200_hosts.py recomputes them): each kernel family's time a profiled step over the
+# rank's parameters (and micro batches). The copy rate (hbm_bytes_per_second) the bytes were priced at before
+# is the best a plain copy reaches; these kernels do not:
+# - Megatron's unfused gradient accumulation, param.main_grad.add_(grad) in the DDP hook: a bf16 gradient
+#   into fp32 (10 bytes) as torch's casting (unrolled, not vectorised) add: 3.93, 4.20, 4.27 ps a parameter
+#   and micro batch, 2.3-2.5 TB/s;
+# - TE's FusedAdam (multi_tensor_adam; 28 bytes a parameter): 8.34, 8.35, 8.24 ps, 3.4 TB/s;
+# - the distributed optimizer's copy of the fp32 main parameters into the model's bf16 ones
+#   (multi_tensor_scale, 6 bytes): 2.20, 2.20, 2.19 ps;
+# - TE's multi-tensor gradient norm (multi_tensor_l2norm, 4 bytes): 1.13, 1.13, 1.12 ps.
+GRAD_ACCUMULATION_S_PER_PARAM = 4.13e-12
+FUSED_ADAM_S_PER_PARAM = 8.31e-12
+PARAM_COPY_S_PER_PARAM = 2.20e-12
+GRAD_NORM_S_PER_PARAM = 1.13e-12

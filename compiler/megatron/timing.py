@@ -25,7 +25,7 @@ scale the GEMMs by the dense peak and the passes by the HBM bandwidth of gpus.py
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..tuples import NamedTuple
 from . import rates
@@ -33,6 +33,7 @@ from .comm_time import communication
 from .flops import flops_args, flops_split
 from . import host_time
 from .host_time import iteration_tensors, layer_passes, microbatch_seconds
+from .optimizer_time import optimizer_seconds
 from .gpus import GPUS, MEASURED_GPU, Gpu, gpu_named, gpu_of_flavor
 from .layer_time import Model, StageWork, _recomputed_fraction, stage_work
 from .memory import Estimate, estimate
@@ -48,11 +49,11 @@ if TYPE_CHECKING:  # the spec as the step model reads it
 
 # BEGIN FIT (tools/validate_timing.py --write; docs/performance-model.md has the runs and the folds)
 HOST_SPEED = 0.795
-MODEL_ERROR = 0.21
-MEASURED_SPREAD: dict[str, tuple[float, float]] = {"host": (0.64, 1.50), "GPU": (0.91, 1.19)}
-TE_HOST_PER_LAYER = 0.004800
-TE_HOST_PER_ITERATION = 0.009243
-TE_HOST_PER_MICROBATCH = 0.008000
+MODEL_ERROR = 0.23
+MEASURED_SPREAD: dict[str, tuple[float, float]] = {"host": (0.64, 1.51), "GPU": (0.91, 1.18)}
+TE_HOST_PER_LAYER = 0.004000
+TE_HOST_PER_ITERATION = 0.008109
+TE_HOST_PER_MICROBATCH = 0.012000
 FUSED_ATTENTION_SHARE = 0.70
 TE_HOST_FORWARD_SHARE = 0.80
 STACK_FACTOR: dict[str, float] = {"local": 1.0, "te": 0.988, "deepspeed": 0.663}
@@ -148,6 +149,9 @@ class StageTime(NamedTuple):
     passes: float = 0.0  # layer passes the host runs (a recomputed forward its measured share of one)
 
 
+Bound = Literal["host", "GPU"]
+
+
 class StepTime(NamedTuple):
     seconds: float  # per iteration: the exposed terms summed
     terms: tuple[Term, ...]
@@ -158,10 +162,13 @@ class StepTime(NamedTuple):
     utilisation_source: str
     stages: tuple[StageTime, ...] = ()
     virtual_pipeline: int | None = None  # Megatron's virtual pipeline size of the layout timed
-    bound: str = "GPU"  # what sets the pace: "host" (a stage's host work, or the data loader) or "GPU"
+    bound: Bound = "GPU"  # what sets the pace (pace())
     # seconds per iteration the kept H200 runs of that bound make of this estimate: MEASURED_SPREAD's ratios of
     # measured to leave-one-out estimate (lent hosts run Megatron's Python at speeds of their own)
     spread_s: tuple[float, float] = (0.0, 0.0)
+    # whether the kept runs behind MEASURED_SPREAD covered this estimate's GPU and layout (H200, one GPU a
+    # model replica: no tensor, pipeline, context or expert parallelism; data parallel 1 or 2)
+    spread_covers: bool = False
 
     def term(self, name: str) -> Term:
         """The term of that name."""
@@ -245,8 +252,10 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
                          factor) / max(1, layers)
     comms = communication(args, par, gpu, layers, params_per_rank, _recomputed_fraction(par, layers),
                           backward_s=stages[-1].gpu_s * 2 / 3, forward_s=stages[0].gpu_s / 3, attention_s=attention_s)
-    optimizer = _optimizer(par, gpu, params_per_rank)
-    dominant = "host" if any(s.host_s > s.gpu_s for s in stages) else "GPU"
+    opt_s, opt_note = optimizer_seconds(par, gpu, params_per_rank)
+    optimizer = Term("optimizer", opt_s, True, True, opt_note)
+    critical = max(stages, key=lambda s: s.microbatch_s)
+    dominant = pace(critical.host_s + critical.moe_host_s, critical.gpu_s, False)
     terms = [
         Term("compute", compute, True, True,
              f"{m} micro batches x {slowest * 1e3:.2f} ms on the slowest stage ({dominant}-bound; "
@@ -278,10 +287,21 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
               f"{h_it * 1e3:.2f} ms: profiled (host_time.py) at a host speed"
               f"{', TE micro batch, layer pass, iteration and forward share' if _te(par) else ''} {FIT_SOURCE}; "
               "every other rate measured on the H200 (tools/microbench.py)")
-    bound = "host" if dominant == "host" or loader_bound else "GPU"
+    bound = pace(critical.host_s + critical.moe_host_s, critical.gpu_s, loader_bound)
     lo, hi = MEASURED_SPREAD[bound]
+    covers = (gpu.name == MEASURED_GPU and par.tensor == par.pipeline == par.context == par.expert == 1
+              and par.data <= 2)
     return StepTime(seconds, tuple(terms), split.total, tokens / seconds, split.total / (seconds * 1e12 * par.world),
-                    util, source, tuple(stages), par.virtual_pipeline, bound, (seconds * lo, seconds * hi))
+                    util, source, tuple(stages), par.virtual_pipeline, bound, (seconds * lo, seconds * hi), covers)
+
+
+def pace(host_s: float, gpu_s: float, loader_bound: bool) -> Bound:
+    """What sets a step's pace, from its slowest stage's micro batch: "host" where the host's work on it (its
+    launches, layers and schedule, and MoE's waits after each token-count sync) exceeds the GPU's, or the data
+    loader's bound exceeds the step; else "GPU" (the NaN check's split at the loss may still leave some host
+    time on the critical path: the micro batch's time says how much). The one rule for plan.md's label and
+    spread and tools/validate_timing.py's rows."""
+    return "host" if loader_bound or host_s > gpu_s else "GPU"
 
 
 def _nan_check(par: Parallel) -> bool:
@@ -294,29 +314,6 @@ def _fused_optimizer(par: Parallel) -> bool:
 
 def _te(par: Parallel) -> bool:
     return par.stack.startswith("te")
-
-
-# TE's FusedAdam (multi_tensor_adam): one pass reading the fp32 parameter, gradient and both moments
-# and writing the parameter and the moments back
-FUSED_ADAM_BYTES = 28
-
-
-def _optimizer(par: Parallel, gpu: Gpu, params_per_rank: float) -> Term:
-    """The measured AdamW step over the rank's shard (TE's FusedAdam: one pass of FUSED_ADAM_BYTES a
-    parameter), plus the gradient norm, the grad zeroing and the fp32-to-bf16 parameter copy (4 + 4 + 6
-    bytes per parameter) at the measured HBM rate."""
-    local = params_per_rank / (par.data * par.context) if par.distributed_optimizer else params_per_rank
-    ref = GPUS[MEASURED_GPU]
-    if _fused_optimizer(par):
-        adam = FUSED_ADAM_BYTES * local / (rates.hbm_bytes_per_second() * gpu.hbm_tb_s / ref.hbm_tb_s)
-    else:
-        adam = rates.adam_seconds(local) * ref.hbm_tb_s / gpu.hbm_tb_s
-    extra = (8 * params_per_rank + 6 * local + (4 * params_per_rank if par.precision == "fp16" else 0)) / (
-        rates.hbm_bytes_per_second() * gpu.hbm_tb_s / ref.hbm_tb_s)
-    what = (f"FusedAdam (TE's or Apex's) over {local / 1e6:.1f} M parameters, one pass of {FUSED_ADAM_BYTES} bytes each "
-            "at the measured HBM rate" if _fused_optimizer(par)
-            else f"AdamW (foreach) over {local / 1e6:.1f} M parameters, measured")
-    return Term("optimizer", adam + extra, True, True, f"{what}, + grad norm, zeroing and copies")
 
 
 class TrainingTime(NamedTuple):

@@ -176,7 +176,7 @@ def time_section(pretrain: PretrainPlan | None) -> tuple[ReportSection, ...]:
     rows = [("time per iteration", f"{step.seconds * 1e3:,.0f} ms ({step.tokens_per_second:,.0f} tokens/s, "
                                    f"{step.tflops_per_gpu:.0f} TFLOP/s per GPU by Megatron's count)")]
     total = pretrain.training_time
-    rows.append(("measured spread", spread_text(step, total)))
+    rows.append(("validation spread", spread_text(step, total)))
     if total is not None:
         rows.append(("time to train", f"{total.iterations:,} iterations: {total.seconds / 3600:,.1f} h, "
                                       f"{total.gpu_hours:,.0f} GPU-hours"))
@@ -192,15 +192,19 @@ def time_section(pretrain: PretrainPlan | None) -> tuple[ReportSection, ...]:
 
 def spread_text(step: StepTime, total: TrainingTime | None) -> str:
     """Where the kept H200 runs of the estimate's kind (host- or GPU-bound) fell around their leave-one-out
-    estimates, applied to this one (timing.MEASURED_SPREAD)."""
+    estimates, applied to this one (timing.MEASURED_SPREAD), and whether those runs covered its layout."""
     lo, hi = step.spread_s
     why = ("; a host-bound step is Megatron's Python, which the lent hosts ran at speeds of their own"
            if step.bound == "host" else "")
-    text = (f"{step.bound}-bound: the kept {step.bound}-bound H200 runs took {lo / step.seconds:.2f}-"
+    text = (f"{step.bound}-bound by the model: the kept single-GPU H200 runs of that kind took {lo / step.seconds:.2f}-"
             f"{hi / step.seconds:.2f}x their leave-one-out estimates (docs/performance-model.md){why}: "
             f"{lo * 1e3:,.0f}-{hi * 1e3:,.0f} ms an iteration")
     if total is not None:
-        text += f", {total.seconds * lo / step.seconds / 3600:,.1f}-{total.seconds * hi / step.seconds / 3600:,.1f} h to train"
+        text += (f", {minutes(total.seconds * lo / step.seconds)} to {minutes(total.seconds * hi / step.seconds)} "
+                 "to train")
+    if not step.spread_covers:
+        text += ("; this GPU or layout is outside what those runs covered (one H200, no tensor, pipeline, context "
+                 "or expert parallelism): their spread, not a measured one for it")
     return text
 
 
