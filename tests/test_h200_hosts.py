@@ -143,10 +143,11 @@ def test_optimizer_and_accumulation_rates_are_the_traces() -> None:
     from helpers import load_tool
 
     trace = load_tool("trace_summary")
-    families = {"GRAD_ACCUMULATION_S_PER_PARAM": ("unrolled_elementwise_kernel", "CUDAFunctor_add<float>"),
-                "FUSED_ADAM_S_PER_PARAM": ("multi_tensor_adam",), "PARAM_COPY_S_PER_PARAM": ("multi_tensor_scale",),
-                "GRAD_NORM_S_PER_PARAM": ("multi_tensor_l2norm",)}
+    families = rates.TRACE_KERNELS
+    assert set(families) == {"GRAD_ACCUMULATION_S_PER_PARAM", "FUSED_ADAM_S_PER_PARAM", "GRAD_CLIP_S_PER_PARAM",
+                             "GRAD_NORM_S_PER_PARAM"}
     got: dict = {k: [] for k in families}
+    copies = []
     for name in ("te-llama-prof", "te-qwen-prof", "mem-llama-prof"):
         run = HOSTS / "call14" / "experiments" / name
         log = (run / "run.log").read_text()
@@ -156,6 +157,9 @@ def test_optimizer_and_accumulation_rates_are_the_traces() -> None:
         for key, parts in families.items():
             per = micro if key == "GRAD_ACCUMULATION_S_PER_PARAM" else 1
             got[key].append(trace.kernel_ms(events, *parts) / 1e3 / (params * per))  # type: ignore[attr-defined]
+        copies.append(trace.kernel_ms(events, "bfloat16_copy_kernel") / 1e3 / params)  # type: ignore[attr-defined]
+    # the main parameters' copy into the model's bf16 ones: 6 bytes at the copy rate, as priced
+    assert all(c == pytest.approx(6 / rates.hbm_bytes_per_second(), rel=0.1) for c in copies[:2])
     for key, values in got.items():
         assert getattr(rates, key) == pytest.approx(statistics.mean(values), rel=0.01), key
         assert max(values) / min(values) < 1.1, key  # three runs, two stacks: one figure

@@ -436,5 +436,5 @@ def test_plan_shows_the_measured_spread_around_the_estimate() -> None:
     assert s is not None and s.bound == "host"
     row = next(line for line in result.files["plan.md"].splitlines() if line.startswith("| validation spread |"))
     lo, hi = timing.MEASURED_SPREAD["host"]
-    assert f"the kept single-GPU H200 runs of that kind took {lo:.2f}-{hi:.2f}x" in row
+    assert f"the kept H200 runs of that kind (one GPU a model replica) took {lo:.2f}-{hi:.2f}x" in row
     assert f"{s.spread_s[0] * 1e3:,.0f}-{s.spread_s[1] * 1e3:,.0f} ms an iteration" in row

@@ -93,10 +93,14 @@ def preregistered(result: dict[str, Any]) -> list[str]:
             errs[row["bound"]].append(float(predicted) / row["measured_ms"] - 1)
     out = [f"- written down before the runs (plan.md's figure from the model as committed before each call, never fitted "
            f"on them: predicted-before.txt of {', '.join(calls)}):"]
+    lo_hi = spread(result)
     for kind, e in errs.items():
         if e:
+            lo, hi = lo_hi[kind]
+            inside = sum(lo <= 1 / (1 + x) <= hi for x in e)  # measured over predicted, against the spread
             out.append(f"  - {kind}-bound by today's fit, {len(e)} runs: {_pct(min(e))} to {_pct(max(e))}, "
-                       f"{sum(abs(x) <= 0.15 for x in e)} within 15 %")
+                       f"{sum(abs(x) <= 0.15 for x in e)} within 15 %; {inside} measured within the spread of their kind "
+                       f"({lo:.2f}-{hi:.2f}x the estimate)")
     return out
 
 
@@ -118,8 +122,7 @@ def bound_lines(result: dict[str, Any]) -> list[str]:
         "  data loader's bound: timing.pace on the slowest stage; the runs of the table that had their GPU to",
         "  themselves and no unpriced option). This split was drawn after the errors were seen: the acceptance figure",
         "  is still the worst over every run above, but the spread plan.md shows around an estimate (below) is taken",
-        "  apart by it, so that choice shapes what users are shown. The pre-registered runs are its check: call 13's",
-        "  GPU-bound configurations, predicted after the spread was first declared (04a7b1d), fell inside it.",
+        "  apart by it, so that choice shapes what users are shown; the pre-registered runs below are its check.",
         *out,
         *preregistered(result),
         "- plan.md and `--explain` show each estimate with the spread of its kind (MEASURED_SPREAD: the least and the",
@@ -278,11 +281,11 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "measured in the two profiles (28 and 96 tensors); the TE figure fitted on the TE runs |",
         "| optimizer | with TE, its FusedAdam "
         f"{rates.FUSED_ADAM_S_PER_PARAM * 1e12:.2f} ps a parameter, its multi-tensor gradient norm "
-        f"{rates.GRAD_NORM_S_PER_PARAM * 1e12:.2f} ps and the parameter copy {rates.PARAM_COPY_S_PER_PARAM * 1e12:.2f} ps; "
-        "without it torch's AdamW (foreach), or Apex's FusedAdam (Megatron-DeepSpeed's rows) at 28 bytes a parameter, "
-        "each with the gradient norm and the parameter copy (10 bytes a parameter); + the gradients' zeroing (4 bytes "
-        "a parameter) | TE's kernels' per-parameter times in the call14 traces; AdamW's step time measured by size "
-        "(tools/microbench.py); Apex's not measured (optimizer_time.py says what TE's figures did to its rows); HBM rate |",
+        f"{rates.GRAD_NORM_S_PER_PARAM * 1e12:.2f} ps and the gradient clipping {rates.GRAD_CLIP_S_PER_PARAM * 1e12:.2f} ps "
+        "(over the shard's main gradients); without it torch's AdamW (foreach), or Apex's FusedAdam (Megatron-DeepSpeed's "
+        "rows) by its bytes, and the gradient norm by its; each with the parameter copy and the gradients' zeroing "
+        "(compiler/megatron/optimizer_time.py) | TE's kernels' per-parameter times in the call14 traces (rates.py); "
+        "AdamW's step time measured by size (tools/microbench.py); Apex's not measured; HBM rate |",
         "| pipeline | m x the slowest stage + (pp-1)/v x the mean stage (1F1B, interleaved) | the schedule |",
         published_doc.COMMUNICATION_ROW,
         "| other GPUs | the H200's measured times scaled by the datasheet dense peak (GEMMs, attention) and HBM "
@@ -446,7 +449,7 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "in traces. Still open:",
         "",
         "- A way to know the host a job will get: the same job on seven lent hosts ran 42-94 ms; HOST_SPEED is one",
-        "  figure for all of them, and plan.md shows the measured spread instead. A user's own cluster would need its",
+        "  figure for all of them, and plan.md shows the validation spread instead. A user's own cluster would need its",
         "  own calibration run (the tiny spec's time against its estimate scales the host figures).",
         "- TE's host split without the profiler's own cost, which call 12 found to differ from run to run: Megatron's",
         "  timers (`--timing-log-level 2`) add a device sync to each timer and change what they time; a sampling",

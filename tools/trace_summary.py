@@ -125,10 +125,13 @@ def phases(events: list[dict[str, Any]], linears_per_layer: int = 4) -> list[dic
 
 def kernel_ms(events: list[dict[str, Any]], *parts: str) -> float:
     """The mean GPU time of a profiled step (ms) of the kernels whose name holds every one of `parts`
-    (rates.py's per-parameter optimizer and gradient-accumulation figures)."""
+    (rates.py's per-parameter optimizer and gradient-accumulation figures): every kernel of the trace, which
+    Megatron's profiler records over its profiled steps only."""
     steps = profiler_steps(events)
+    if not steps:
+        raise ValueError("the trace has no profiled step")
     total = sum(e["dur"] for e in events if e.get("cat") == "kernel" and all(p in str(e["name"]) for p in parts))
-    return total / max(1, len(steps)) / 1e3
+    return total / len(steps) / 1e3
 
 
 def _mean(xs: list[float]) -> float:

@@ -217,8 +217,11 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
             emb += rates.op_seconds("add", sbh)
         stage_params += vocab * h
     fused_accumulation = getattr(par, "grad_accumulation_fusion", None)
+    # bf16's gradient into fp32 main_grad at the rate measured in traces; fp16 accumulates in its own dtype
+    # (arguments.py:1172-1184): a same-dtype add, 6 bytes at the HBM rate
     accumulate = 0.0 if (fused if fused_accumulation is None else fused_accumulation) else \
-        stage_params * rates.GRAD_ACCUMULATION_S_PER_PARAM
+        stage_params * (6 / rates.hbm_bytes_per_second() if getattr(par, "precision", "bf16") == "fp16"
+                        else rates.GRAD_ACCUMULATION_S_PER_PARAM)
     return StageWork(
         gemm=layers * (attn_gemm + mlp_gemm) + fraction * layers * (attn_fwd + mlp_fwd),
         attention=layers * core + recompute_attention(fraction, selective, core_fwd, layers),

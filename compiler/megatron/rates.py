@@ -146,18 +146,27 @@ def attention_score_seconds(seq: float) -> float:
 
 # Per-parameter GPU time of the optimizer step's and the gradient accumulation's kernels, measured in
 # torch-profiler traces of three compiled launches on the lent H200 (tests/fixtures/h200-hosts/call14:
-# te-llama-h4096-s4096, te-qwen-h2048-l8 and mem-llama-h3072-l6, 0.80-1.92 G parameters; tools/trace_summary.py
-# kernel_ms; tests/test_h200_hosts.py recomputes them): each kernel family's time a profiled step over the
-# rank's parameters (and micro batches). The copy rate (hbm_bytes_per_second) the bytes were priced at before
-# is the best a plain copy reaches; these kernels do not:
+# te-llama-h4096-s4096, te-qwen-h2048-l8 and mem-llama-h3072-l6, 0.80-1.92 G parameters, TE installed): each
+# kernel family's time a profiled step over the rank's parameters (and micro batches for the accumulation);
+# TRACE_KERNELS names each family's kernels, tests/test_h200_hosts.py recomputes the figures from the traces.
+# The copy rate (hbm_bytes_per_second) these were priced at before is the best a plain copy reaches; they do
+# not reach it:
 # - Megatron's unfused gradient accumulation, param.main_grad.add_(grad) in the DDP hook: a bf16 gradient
 #   into fp32 (10 bytes) as torch's casting (unrolled, not vectorised) add: 3.93, 4.20, 4.27 ps a parameter
-#   and micro batch, 2.3-2.5 TB/s;
+#   and micro batch, 2.3-2.5 TB/s (fp16's same-dtype add is another kernel, not measured);
 # - TE's FusedAdam (multi_tensor_adam; 28 bytes a parameter): 8.34, 8.35, 8.24 ps, 3.4 TB/s;
-# - the distributed optimizer's copy of the fp32 main parameters into the model's bf16 ones
-#   (multi_tensor_scale, 6 bytes): 2.20, 2.20, 2.19 ps;
+# - the gradient clipping, clip_grads' grads *= clip_coeff (multi_tensor_scale on fp32: 8 bytes), which runs
+#   when the norm exceeds --clip-grad (1.0 by default; every traced step): 2.20, 2.20, 2.19 ps;
 # - TE's multi-tensor gradient norm (multi_tensor_l2norm, 4 bytes): 1.13, 1.13, 1.12 ps.
+# The distributed optimizer's copy of the fp32 main parameters into the model's bf16 ones is torch's
+# bfloat16 copy, 1.40-1.49 ps a parameter in the same traces: its 6 bytes at the copy rate (1.40).
 GRAD_ACCUMULATION_S_PER_PARAM = 4.13e-12
 FUSED_ADAM_S_PER_PARAM = 8.31e-12
-PARAM_COPY_S_PER_PARAM = 2.20e-12
+GRAD_CLIP_S_PER_PARAM = 2.20e-12
 GRAD_NORM_S_PER_PARAM = 1.13e-12
+TRACE_KERNELS: dict[str, tuple[str, ...]] = {  # each figure's kernels: every part in the kernel's name
+    "GRAD_ACCUMULATION_S_PER_PARAM": ("unrolled_elementwise_kernel", "CUDAFunctor_add<float>"),
+    "FUSED_ADAM_S_PER_PARAM": ("multi_tensor_adam",),
+    "GRAD_CLIP_S_PER_PARAM": ("multi_tensor_scale", "<float, float>"),
+    "GRAD_NORM_S_PER_PARAM": ("multi_tensor_l2norm",),
+}

@@ -196,7 +196,7 @@ def spread_text(step: StepTime, total: TrainingTime | None) -> str:
     lo, hi = step.spread_s
     why = ("; a host-bound step is Megatron's Python, which the lent hosts ran at speeds of their own"
            if step.bound == "host" else "")
-    text = (f"{step.bound}-bound by the model: the kept single-GPU H200 runs of that kind took {lo / step.seconds:.2f}-"
+    text = (f"{step.bound}-bound by the model: the kept H200 runs of that kind (one GPU a model replica) took {lo / step.seconds:.2f}-"
             f"{hi / step.seconds:.2f}x their leave-one-out estimates (docs/performance-model.md){why}: "
             f"{lo * 1e3:,.0f}-{hi * 1e3:,.0f} ms an iteration")
     if total is not None:
