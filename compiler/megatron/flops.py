@@ -72,13 +72,7 @@ def num_floating_point_operations(args: Any, batch_size: int) -> float:
     if args.num_experts is None:  # :577-582
         num_dense_layers, num_moe_layers, num_experts_routed_to, last_layer_is_moe = args.num_layers, 0, 0, 0
     else:  # :583-601
-        if isinstance(args.moe_layer_freq, int):
-            pattern = [1 if i % args.moe_layer_freq == 0 else 0 for i in range(args.num_layers)]
-        elif isinstance(args.moe_layer_freq, list):
-            pattern = list(args.moe_layer_freq)
-        else:
-            raise RuntimeError("Illegal --moe-layer-freq argument provided!")
-        assert len(pattern) == args.num_layers, (len(pattern), args.num_layers)
+        pattern = moe_pattern(args)
         num_moe_layers = sum(pattern)
         num_dense_layers = args.num_layers - num_moe_layers
         num_experts_routed_to = args.moe_router_topk
@@ -124,6 +118,21 @@ def num_floating_point_operations(args: Any, batch_size: int) -> float:
         )
         + seqlen_squared_sum * core_term
     )
+
+
+def moe_pattern(args: Any) -> list[int]:
+    """1 for an MoE layer, per layer (training.py:583-601; arguments.py's --moe-layer-freq: an int N makes
+    every Nth layer one, a list is the pattern); all 0 without experts."""
+    if args.num_experts is None:
+        return [0] * args.num_layers
+    if isinstance(args.moe_layer_freq, int):
+        pattern = [1 if i % args.moe_layer_freq == 0 else 0 for i in range(args.num_layers)]
+    elif isinstance(args.moe_layer_freq, list):
+        pattern = list(args.moe_layer_freq)
+    else:
+        raise RuntimeError("Illegal --moe-layer-freq argument provided!")
+    assert len(pattern) == args.num_layers, (len(pattern), args.num_layers)
+    return pattern
 
 
 def mla_terms(args: Any) -> tuple[float, float]:

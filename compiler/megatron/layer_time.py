@@ -37,6 +37,7 @@ from typing import Any
 
 from ..tuples import NamedTuple
 from . import rates
+from .flops import moe_pattern
 
 # Kernel launches a MoE layer adds to the dense layer pass host_time.py measured (forward + backward),
 # counted from the source: per local expert, and the routing.
@@ -116,8 +117,61 @@ def _ffn_in(args: Any, ffn: int) -> int:
     return 2 * ffn if args.swiglu else ffn
 
 
+def _attention_linears(args: Any, tp: int) -> list[tuple[float, float]]:
+    """(out features on this rank, in features) of each of the attention's Linears: QKV and the projection;
+    multi-latent attention's (multi_latent_attention.py MLASelfAttention) q (or its down projection, q_lora,
+    and up projection), the kv down projection (kv_lora and the shared RoPE part), the kv up projection and
+    the projection: the down projections duplicated on every TP rank, the up projections column-parallel."""
+    h, heads = args.hidden_size, args.num_attention_heads
+    if getattr(args, "multi_latent_attention", False):
+        qk = args.qk_head_dim + args.qk_pos_emb_head_dim
+        q = [(heads * qk / tp, h)] if args.q_lora_rank is None else \
+            [(args.q_lora_rank, h), (heads * qk / tp, args.q_lora_rank)]
+        return q + [(args.kv_lora_rank + args.qk_pos_emb_head_dim, h),
+                    (heads * (args.qk_head_dim + args.v_head_dim) / tp, args.kv_lora_rank),
+                    (h, heads * args.v_head_dim / tp)]
+    groups = args.num_query_groups if args.group_query_attention and args.num_query_groups else heads
+    q, kv = heads * args.kv_channels, groups * args.kv_channels
+    return [((q + 2 * kv) / tp, h), (h, q / tp)]
+
+
+def _head_dims(args: Any) -> tuple[int, int]:
+    """The query/key and the value head sizes the core attention multiplies."""
+    if getattr(args, "multi_latent_attention", False):
+        return args.qk_head_dim + args.qk_pos_emb_head_dim, args.v_head_dim
+    return args.kv_channels, args.kv_channels
+
+
+def _linears(shapes: list[tuple[float, float]], tokens: float, dt: str) -> tuple[float, float]:
+    """(forward + backward, forward) of Linears at these shapes over `tokens` rows."""
+    return (sum(rates.linear_seconds(tokens, n, k, dt) for n, k in shapes),
+            sum(rates.gemm_seconds(tokens, n, k, "fwd", dt) for n, k in shapes))
+
+
+def _mlp(args: Any, ffn: float, tokens: float, tp: int, dt: str) -> tuple[float, float, float, float]:
+    """(GEMMs fwd+bwd, GEMMs fwd, activation passes fwd+bwd, parameters on the rank) of a dense MLP of
+    `ffn` (the dense layer's, or the shared experts' on every token), split TP ways."""
+    h = args.hidden_size
+    shapes = [(_ffn_in(args, ffn) / tp, h), (h, ffn / tp)]
+    gemm, fwd = _linears(shapes, tokens, dt)
+    act = rates.op_seconds("gelu", tokens * ffn / tp) + (rates.op_seconds("scale", tokens * ffn / tp) if args.swiglu else 0.0)
+    return gemm, fwd, act, sum(n * k for n, k in shapes)
+
+
+def _stage_moe_layers(args: Any, layers: int, first: bool, last: bool) -> int:
+    """MoE layers of the stage's `layers`: the pattern's first ones on the first stage, its last ones on the
+    last, the pattern's share elsewhere (--moe-layer-freq; DeepSeek's first dense layers)."""
+    pattern = moe_pattern(args)
+    if first:
+        return sum(pattern[:layers])
+    if last:
+        return sum(pattern[-layers:])
+    return round(layers * sum(pattern) / max(1, len(pattern)))
+
+
 def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last: bool) -> StageWork:
-    """One micro batch's work on one GPU of a stage holding `layers` layers (par: timing.Parallel)."""
+    """One micro batch's work on one GPU of a stage holding `layers` layers (par: timing.Parallel); on the
+    last stage the MTP layers too (each a layer like the last, its eh_proj, norms and its own logits)."""
     tp, cp, b = par.tensor, par.context, par.micro_batch
     h, s = args.hidden_size, args.seq_length / cp
     tokens = b * s
@@ -125,26 +179,31 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
     groups = args.num_query_groups if args.group_query_attention and args.num_query_groups else heads
     d = args.kv_channels
     q, kv = heads * d, groups * d
+    d_qk, d_v = _head_dims(args)
+    mla = getattr(args, "multi_latent_attention", False)
     dt = model.dtype
     sp = tp if par.sequence_parallel else 1
     fused = par.fused_kernels
-    moe = args.num_experts is not None
+    n_moe = _stage_moe_layers(args, layers, first, last)
+    mtp = (getattr(args, "mtp_num_layers", None) or 0) if last else 0
+    if mtp:  # each MTP layer is a layer like the model's last
+        n_moe += mtp * moe_pattern(args)[-1]
+    n_dense = layers + mtp - n_moe
+    n_all = layers + mtp
     # recompute: full re-runs a share of the layers' forward, selective core attention's forward
     fraction = _recomputed_fraction(par, layers)
-    # -- GEMMs of attention (and of the dense MLP)
-    attn_gemm = rates.linear_seconds(tokens, (q + 2 * kv) / tp, h, dt) + rates.linear_seconds(tokens, h, q / tp, dt)
-    attn_fwd = rates.gemm_seconds(tokens, (q + 2 * kv) / tp, h, "fwd", dt) + rates.gemm_seconds(tokens, h, q / tp, "fwd", dt)
-    mlp_gemm = mlp_fwd = 0.0
-    if not moe:
-        f = args.ffn_hidden_size
-        mlp_gemm = rates.linear_seconds(tokens, _ffn_in(args, f) / tp, h, dt) + rates.linear_seconds(tokens, h, f / tp, dt)
-        mlp_fwd = rates.gemm_seconds(tokens, _ffn_in(args, f) / tp, h, "fwd", dt) + rates.gemm_seconds(tokens, h, f / tp, "fwd", dt)
+    # -- GEMMs of attention, of the dense MLP (dense layers) and of MTP's eh_proj (2h -> h)
+    shapes = _attention_linears(args, tp)
+    attn_gemm, attn_fwd = _linears(shapes, tokens, dt)
+    attn_params = sum(n * k for n, k in shapes)
+    mlp_gemm, mlp_fwd, mlp_act, mlp_params = _mlp(args, args.ffn_hidden_size, tokens, tp, dt)
+    mtp_gemm, mtp_fwd = _linears([(h / tp, 2 * h)], tokens, dt) if mtp else (0.0, 0.0)
     # -- core attention
     bh = b * heads / tp
     scores = bh * s * args.seq_length if par.local_attention else 0.0
     softmax_asked = fused if par.fused_softmax is None else par.fused_softmax  # --masked-softmax-fusion
     if par.local_attention:
-        qk, pv = rates.bmm_seconds(bh, s, d, "qk"), rates.bmm_seconds(bh, s, d, "pv")
+        qk, pv = rates.bmm_seconds(bh, s, d_qk, "qk"), rates.bmm_seconds(bh, s, d_v, "pv")
         # the passes between the matmuls (masked_fill_ on a view and autograd's CopySlices, softmax,
         # dropout, forward and backward) at their cost measured as one sequence (rates.py); the
         # forward is about a third of it
@@ -159,7 +218,8 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
         # the reshape copies of q, k, v (views of the QKV output), GQA's repeated K/V, the context's permute
         core += rates.op_seconds("add", tokens * ((q + 2 * kv) + (2 * q if groups != heads else 0) + q) / tp)
     else:
-        flops = 4 * b * s * args.seq_length * q / tp / 2  # forward, causal half
+        # forward, causal half: QK^T over the query/key head size, PV over the value's (MLA's differ)
+        flops = 2 * b * s * args.seq_length * heads * (d_qk + d_v) / tp / 2
         share = getattr(par, "fused_attention_share", None) or FUSED_ATTENTION_SHARE
         rate = 2.0 * tokens * h * h / rates.gemm_seconds(tokens, h, h, "fwd", dt) * share
         per_score = bh * s * args.seq_length / 2 * (getattr(par, "fused_attention_score_s", None) or 0.0)
@@ -176,40 +236,48 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
     ew = norm + bda
     if model.bias and not fused:
         ew += rates.op_seconds("add", tokens * (q + 2 * kv) / tp)
-    if model.rope:
+    if mla:
+        # the latent norms (q_lora, kv_lora), RoPE on the positional parts only (the query's per head, the
+        # key's shared), and the concatenations of each head's query and key from their two parts
+        pe = args.qk_pos_emb_head_dim
+        ew += rates.op_seconds("layernorm", tokens * ((args.q_lora_rank or 0) + args.kv_lora_rank)) * 0.8
+        ew += 3 * rates.op_seconds("scale", tokens * (heads * pe / tp + pe))
+        ew += rates.op_seconds("add", tokens * 2 * heads * d_qk / tp)
+    elif model.rope:
         ew += 3 * rates.op_seconds("scale", tokens * (q + kv) / tp)
-    if not moe:
-        f = args.ffn_hidden_size / tp
-        act = rates.op_seconds("gelu", tokens * f) + (rates.op_seconds("scale", tokens * f) if args.swiglu else 0.0)
-        if model.bias and not fused:
-            act += rates.op_seconds("add", tokens * _ffn_in(args, args.ffn_hidden_size) / tp)
-        ew += act
+    if model.bias and not fused:
+        mlp_act += rates.op_seconds("add", tokens * _ffn_in(args, args.ffn_hidden_size) / tp)
+    if mtp:  # each MTP layer's two norms beside the layer's (enorm, hnorm) and its final norm
+        ew_mtp = 3 * rates.op_seconds("layernorm", sbh)
+    else:
+        ew_mtp = 0.0
     ew_fwd = ew / 3  # forward is about a third of forward + backward (the measured fwd/fwd+bwd ratios)
     # -- MoE
     moe_s = moe_fwd = moe_wait = 0.0
     launches = 0
+    moe_params = 0.0
     # the softmax fallback's launches beyond the fused kernel's (forward_torch_softmax's cast, scale,
     # masked_fill and cast back beside the softmax; their backward ops), a recomputed forward's again
     fallback = par.local_attention and not fused_softmax and softmax_asked
     softmax_launches = SOFTMAX_FALLBACK_LAUNCHES * (2 + fraction) if fallback else 0.0
-    if moe:
-        moe_s, moe_fwd, expert_launches, moe_wait = _moe(args, par, tokens, dt)
-        launches += expert_launches
-    per_layer = attn_gemm + core + ew + moe_s + mlp_gemm
-    per_layer_fwd = attn_fwd + core_fwd + ew_fwd + moe_fwd + mlp_fwd
-    recompute = layers * (fraction * per_layer_fwd + (1 - fraction) * selective)
+    if n_moe:
+        moe_s, moe_fwd, launches, moe_wait, moe_params = _moe(args, par, tokens, dt)
+    dense_layer = mlp_gemm + mlp_act
+    dense_fwd = mlp_fwd + mlp_act / 3
+    attn_layer_fwd = attn_fwd + core_fwd + ew_fwd
+    recompute = (fraction * (n_all * attn_layer_fwd + n_dense * dense_fwd + n_moe * moe_fwd)
+                 + (1 - fraction) * n_all * selective)
     # -- gradient accumulation into fp32 main_grad (par.grad_accumulation_fusion; None: as fused_kernels)
-    layer_params = (h * (q + 2 * kv) + q * h) / tp + (0 if moe else (_ffn_in(args, args.ffn_hidden_size) + args.ffn_hidden_size) * h / tp)
-    stage_params = layers * layer_params
+    stage_params = n_all * attn_params + n_dense * mlp_params + n_moe * moe_params + mtp * 2 * h * h / tp
     head = emb = 0.0
     vocab = args.padded_vocab_size / tp
     if last:
         logits = tokens * vocab
         # vocab-parallel cross entropy (cross_entropy.py): .float() 6 bytes a logit, max 4, subtract 8,
         # exp 8, sum 4, divide 8 forward; the gradient's mul_ 8 and the cast back 6: 52 bytes
-        head = rates.linear_seconds(tokens, vocab, h, dt) + rates.op_seconds("layernorm", sbh) + (
+        head = (1 + mtp) * (rates.linear_seconds(tokens, vocab, h, dt) + rates.op_seconds("layernorm", sbh) + (
             (FUSED_CROSS_ENTROPY_BYTES if getattr(par, "cross_entropy_fusion", False) else CROSS_ENTROPY_BYTES)
-            * logits / rates.hbm_bytes_per_second())
+            * logits / rates.hbm_bytes_per_second()))
         stage_params += vocab * h
     if first:
         emb = 2 * rates.op_seconds("add", sbh) + rates.op_seconds("dropout", sbh)
@@ -223,13 +291,13 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
         stage_params * (6 / rates.hbm_bytes_per_second() if getattr(par, "precision", "bf16") == "fp16"
                         else rates.GRAD_ACCUMULATION_S_PER_PARAM)
     return StageWork(
-        gemm=layers * (attn_gemm + mlp_gemm) + fraction * layers * (attn_fwd + mlp_fwd),
-        attention=layers * core + recompute_attention(fraction, selective, core_fwd, layers),
-        elementwise=layers * ew * (1 + fraction / 3),
+        gemm=n_all * attn_gemm + n_dense * mlp_gemm + mtp_gemm + fraction * (n_all * attn_fwd + n_dense * mlp_fwd + mtp_fwd),
+        attention=n_all * core + recompute_attention(fraction, selective, core_fwd, n_all),
+        elementwise=(n_all * ew + n_dense * mlp_act + mtp * ew_mtp) * (1 + fraction / 3),
         grad_accumulation=accumulate,
-        moe=layers * moe_s * (1 + fraction / 3),
-        head=head, embedding=emb, launches=int(layers * (launches * (1 + fraction / 3) + softmax_launches)),
-        moe_layers=layers if moe else 0, recompute=recompute, moe_wait=layers * moe_wait * (1 + fraction / 3))
+        moe=n_moe * moe_s * (1 + fraction / 3),
+        head=head, embedding=emb, launches=int(n_moe * launches * (1 + fraction / 3) + n_all * softmax_launches),
+        moe_layers=n_moe, recompute=recompute, moe_wait=n_moe * moe_wait * (1 + fraction / 3))
 
 
 def recompute_attention(fraction: float, selective: float, core_fwd: float, layers: int) -> float:
@@ -249,8 +317,10 @@ def _recomputed_fraction(par: Any, layers: int) -> float:
     return 1.0
 
 
-def _moe(args: Any, par: Any, tokens: float, dt: str) -> tuple[float, float, int, float]:
-    """(fwd+bwd, fwd, launches, host wait) of one MoE layer's MLP part on this rank."""
+def _moe(args: Any, par: Any, tokens: float, dt: str) -> tuple[float, float, int, float, float]:
+    """(fwd+bwd, fwd, launches, host wait, parameters on the rank) of one MoE layer's MLP part on this rank:
+    the router, the routed experts and the shared experts (moe_layer.py; shared_experts.py: a dense MLP of
+    moe_shared_expert_intermediate_size on every token, split TP ways)."""
     e, k, h = args.num_experts, args.moe_router_topk, args.hidden_size
     f = args.moe_ffn_hidden_size or args.ffn_hidden_size
     ep, etp = par.expert, par.expert_tensor or par.tensor
@@ -261,17 +331,22 @@ def _moe(args: Any, par: Any, tokens: float, dt: str) -> tuple[float, float, int
     own = tokens / par.tensor if par.sequence_parallel else tokens
     per_expert = own * k / e * ep * etp
     routed = per_expert * local
-    gemm = sum(rates.linear_seconds(per_expert, _ffn_in(args, f) / etp, h, dt) + rates.linear_seconds(per_expert, h, f / etp, dt)
-               for _ in range(local))
-    gemm_fwd = local * (rates.gemm_seconds(per_expert, _ffn_in(args, f) / etp, h, "fwd", dt)
-                        + rates.gemm_seconds(per_expert, h, f / etp, "fwd", dt))
+    shapes = [(_ffn_in(args, f) / etp, h), (h, f / etp)]
+    one, one_fwd = _linears(shapes, per_expert, dt)
+    gemm, gemm_fwd = local * one, local * one_fwd
     router = rates.linear_seconds(tokens, e, h, dt) + rates.op_seconds("softmax", tokens * e) * 2
     act = rates.op_seconds("gelu", routed * f / etp) + (rates.op_seconds("scale", routed * f / etp) if args.swiglu else 0.0)
     permute = 2 * rates.op_seconds("add", routed * h) * 2  # gather and scatter-add of the routed tokens
-    total = gemm + router + act + permute
-    fwd = gemm_fwd + (router + act + permute) / 3
+    shared_ffn = getattr(args, "moe_shared_expert_intermediate_size", None) or 0
+    sh_gemm, sh_fwd, sh_act, sh_params = _mlp(args, shared_ffn, tokens, par.tensor, dt) if shared_ffn else (0.0,) * 4
+    total = gemm + router + act + permute + sh_gemm + sh_act
+    fwd = gemm_fwd + sh_fwd + (router + act + permute + sh_act) / 3
     # each expert's calls: their host time (new-shape GEMMs and the other launches) against their GPU
-    # time; what the host takes beyond the GPU is waited for, the synchronisations leaving nothing queued
+    # time; what the host takes beyond the GPU is waited for, the synchronisations leaving nothing queued.
+    # TE's grouped GEMM (--moe-grouped-gemm) is priced the same: te-moe8-top2, a grouped run, measured
+    # 123.0 ms against 115.8 so priced (docs/performance-model.md), its per-expert host cost not measured apart
     host = EXPERT_GEMMS * EXPERT_GEMM_HOST_S + LAUNCHES_PER_EXPERT * rates.host_seconds_per_launch()
     wait = local * max(0.0, host - (gemm + act) / local)
-    return total, fwd, LAUNCHES_MOE_ROUTING + LAUNCHES_PER_EXPERT * local, wait
+    launches = LAUNCHES_MOE_ROUTING + LAUNCHES_PER_EXPERT * local
+    params = local * sum(n * k for n, k in shapes) + sh_params + e * h
+    return total, fwd, launches, wait, params

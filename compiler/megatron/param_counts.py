@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..tuples import NamedTuple
-from .flops import flops_args
+from .flops import flops_args, moe_pattern
 from .parallel import ParallelLayout as Layout
 
 
@@ -45,12 +45,8 @@ def parts(t: Any, padded_vocab: int) -> Parts:
     num_experts = 1 if a.num_experts is None else a.num_experts
     gated = 3 / 2 if a.swiglu else 1
     norm_size = 1 if m.normalization == "RMSNorm" else 2
-    if a.num_experts is not None:
-        freq = a.moe_layer_freq
-        pattern = [1 if i % freq == 0 else 0 for i in range(a.num_layers)] if isinstance(freq, int) else list(freq)
-        moe_ffn = a.moe_ffn_hidden_size or a.ffn_hidden_size  # arguments.py:1481-1483
-    else:
-        pattern, moe_ffn = [0] * a.num_layers, 0
+    pattern = moe_pattern(a)
+    moe_ffn = (a.moe_ffn_hidden_size or a.ffn_hidden_size) if a.num_experts is not None else 0  # arguments.py:1481-1483
     attention: float
     if a.multi_latent_attention:
         qk = a.qk_head_dim + a.qk_pos_emb_head_dim
