@@ -246,6 +246,12 @@ CRASH_TEXTS = [
      "inplace. This view was created inside a custom Function", "megatron-local-crash",
      "training.model.disable_bias_linear"),
     ("[rank0]: NameError: name 'FP8GlobalStateManager' is not defined", "megatron-needs-te", "training.args"),
+    # tests/fixtures/h200-hosts/call15/crashes (an H200, TE 2.14.1)
+    ("[rank0]: AssertionError: bias_dropout_fusion is not supported in TEGroupedMLP when add_bias_linear=True",
+     "megatron-moe-bias-crash", "training.model.disable_bias_linear"),
+    ('[rank0]:     raise NotImplementedError("Bias is not supported for weighted swiglu fusion")\n'
+     "[rank0]: NotImplementedError: Bias is not supported for weighted swiglu fusion", "megatron-moe-bias-crash",
+     "training.model.disable_bias_linear"),
     ('[rank0]:   File "/opt/Megatron-LM/megatron/training/arguments.py", line 1344, in validate_args\n'
      "[rank0]:     assert args.start_weight_decay is not None\n[rank0]: AssertionError", "megatron-validate-args",
      "training.args"),

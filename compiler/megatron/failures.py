@@ -33,8 +33,8 @@ CAUSE_ORDER = ("never-started", "worker-never-started", "megatron-missing", "meg
          "helper-build-no-pybind11", "helper-build-no-python-headers", "helper-build-no-make",
          "helper-build-failed", "megatron-not-importable", "data-not-prepared", "data-manifest-mismatch",
          "rendezvous-timeout", "megatron-validate-args", "cuda-device-error", "checkpoint-model-mismatch",
-         "megatron-local-crash", "megatron-needs-apex-or-te", "megatron-needs-apex", "megatron-needs-te",
-         "token-beyond-vocab",
+         "megatron-local-crash", "megatron-moe-bias-crash", "megatron-needs-apex-or-te", "megatron-needs-apex",
+         "megatron-needs-te", "token-beyond-vocab",
          "cuda-device-assert", "cuda-out-of-memory", "dataset-index-hang", "killed-after-training", "worker-vanished",
          "collective-timeout", "nccl-error", "nan-loss", "fp16-no-step", "stopped-saved", "killed-sigterm", "killed-signal",
          "killed-sigkill", "rank-crashed", "weights-not-loaded", "wrong-megatron-commit", "runtime-gpu-count", "logs-incomplete",
@@ -42,7 +42,7 @@ CAUSE_ORDER = ("never-started", "worker-never-started", "megatron-missing", "meg
 
 # Causes that NCCL's errors follow from: the watchdog and DistBackendError lines that ranks log after a
 # peer crashed, asserted or vanished are consequences, reported after the cause, never first.
-NCCL_CONSEQUENCE_OF = {"megatron-validate-args", "megatron-local-crash", "megatron-needs-apex-or-te",
+NCCL_CONSEQUENCE_OF = {"megatron-validate-args", "megatron-local-crash", "megatron-moe-bias-crash", "megatron-needs-apex-or-te",
                        "megatron-needs-apex", "megatron-needs-te", "checkpoint-model-mismatch", "token-beyond-vocab", "cuda-device-assert", "cuda-out-of-memory",
                        "worker-vanished", "dataset-index-hang", "data-not-prepared", "nan-loss", "collective-timeout",
                        "cuda-device-error"}

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from ..tuples import NamedTuple
-from .performance import gradient_accumulation_fusion
+from .performance import gradient_accumulation_fusion, grouped_gemm
 
 
 class RuntimeConfig(NamedTuple):
@@ -32,6 +32,10 @@ class RuntimeConfig(NamedTuple):
     recompute_modules: tuple[str, ...]  # Megatron's default ["core_attn"] (transformer_config.py:1583)
     gradient_accumulation_fusion: bool = True  # Megatron's default (arguments.py:2600-2602, a store_false flag)
     rope_fusion: bool = False  # apply_rope_fusion with rotary embeddings (Megatron's default: on)
+    swiglu: bool = False
+    grouped_gemm: bool = False  # --moe-grouped-gemm (TE's TEGroupedMLP experts)
+    bias_dropout_fusion: bool = True  # fused_kernels and no --no-bias-dropout-fusion
+    bias_swiglu_fusion: bool = True  # fused_kernels and no --no-bias-swiglu-fusion (bias_activation_fusion)
 
 
 class Need(NamedTuple):
@@ -88,6 +92,29 @@ NEEDS: tuple[Need, ...] = (
          "(megatron/core/transformer/mlp.py:348)",
          "set training.model.disable_bias_linear: true (the same model without biases runs)",
          r"_ReduceFromModelParallelRegionBackward is a view and is being modified inplace"),
+    Need("megatron-moe-bias-crash",
+         lambda c: not _local(c) and c.num_experts is not None and c.grouped_gemm and c.bias_linear
+         and c.bias_dropout_fusion, "",
+         ("training", "model", "disable_bias_linear"),
+         "Transformer Engine's grouped experts (--moe-grouped-gemm) with linear biases and the fused "
+         "bias-dropout-add: TEGroupedMLP asserts 'bias_dropout_fusion is not supported in TEGroupedMLP when "
+         "add_bias_linear=True' when the first TransformerLayer is built (megatron/core/transformer/moe/"
+         "experts.py:194-196; seen on an H200, tests/fixtures/h200-hosts/call15/crashes)",
+         "set training.model.disable_bias_linear: true (MoE models train without linear biases), or "
+         "training.fused_kernels: false",
+         r"bias_dropout_fusion is not supported in TEGroupedMLP when add_bias_linear=True"),
+    Need("megatron-moe-bias-crash",
+         lambda c: not _local(c) and c.num_experts is not None and c.swiglu and c.bias_linear
+         and c.bias_swiglu_fusion, "",
+         ("training", "model", "disable_bias_linear"),
+         "experts with SwiGLU, linear biases and the fused bias-SwiGLU (on unless --no-bias-swiglu-fusion) "
+         "weight each token by its router probability through weighted_bias_swiglu_impl, which raises "
+         "'NotImplementedError: Bias is not supported for weighted swiglu fusion' at the first forward "
+         "(megatron/core/fusions/fused_bias_swiglu.py:247, from moe/experts.py:717 or mlp.py:274; seen on an "
+         "H200, tests/fixtures/h200-hosts/call15/crashes)",
+         "set training.model.disable_bias_linear: true (MoE models train without linear biases), or "
+         "training.fused_kernels: false (it passes --no-bias-swiglu-fusion)",
+         r"Bias is not supported for weighted swiglu fusion"),
     Need("megatron-local-crash",
          lambda c: _local(c) and _selective(c, "mlp"), "",
          ("training", "args"),
@@ -125,6 +152,10 @@ def runtime_config(t: Any, tensor: int, values: dict[str, Any]) -> RuntimeConfig
         gradient_accumulation_fusion=gradient_accumulation_fusion(t),
         rope_fusion=(t.fused_kernels and t.model.position_embedding == "rope"
                      and values.get("apply_rope_fusion") is not False),
+        swiglu=t.model.swiglu, grouped_gemm=grouped_gemm(t),
+        bias_dropout_fusion=t.fused_kernels and values.get("bias_dropout_fusion") is not False,
+        bias_swiglu_fusion=(t.fused_kernels and values.get("bias_swiglu_fusion") is not False
+                            and values.get("use_te_activation_func") is not True),
     )
 
 
