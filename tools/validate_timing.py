@@ -150,6 +150,14 @@ def _i(args: dict[str, str], key: str, default: int | None = None) -> int | None
     return int(v) if v not in (None, "None") else default
 
 
+def _freq(text: str | None) -> int | list[int]:
+    """--moe-layer-freq as the dump prints it: an int, or the pattern as a list ("[0, 1, 1, 1]")."""
+    if text in (None, "None"):
+        return 1
+    assert text is not None
+    return [int(x) for x in text.strip("[]").split(",")] if text.startswith("[") else int(text)
+
+
 def inputs(run: Run) -> tuple[FlopsArgs, Parallel]:
     """The model and layout a run's argument dump says."""
     a = run.args
@@ -160,7 +168,12 @@ def inputs(run: Run) -> tuple[FlopsArgs, Parallel]:
         padded_vocab_size=padded_vocab_size(_i(a, "vocab_size"), _i(a, "make_vocab_size_divisible_by", 128),
                                             _i(a, "tensor_model_parallel_size", 1)), group_query_attention=_b(a, "group_query_attention"),
         num_query_groups=_i(a, "num_query_groups"), swiglu=_b(a, "swiglu"), num_experts=_i(a, "num_experts"),
-        moe_router_topk=_i(a, "moe_router_topk", 2), moe_ffn_hidden_size=_i(a, "moe_ffn_hidden_size"))
+        moe_router_topk=_i(a, "moe_router_topk", 2), moe_ffn_hidden_size=_i(a, "moe_ffn_hidden_size"),
+        moe_layer_freq=_freq(a.get("moe_layer_freq")),
+        moe_shared_expert_intermediate_size=_i(a, "moe_shared_expert_intermediate_size"),
+        mtp_num_layers=_i(a, "mtp_num_layers"), multi_latent_attention=_b(a, "multi_latent_attention"),
+        q_lora_rank=_i(a, "q_lora_rank"), kv_lora_rank=_i(a, "kv_lora_rank", 32), qk_head_dim=_i(a, "qk_head_dim", 128),
+        qk_pos_emb_head_dim=_i(a, "qk_pos_emb_head_dim", 64), v_head_dim=_i(a, "v_head_dim", 128))
     world = _i(a, "world_size", 1)
     gpw = min(run.gpus_per_worker, world)
     precision = "fp16" if _b(a, "fp16") else "fp8" if a.get("fp8") not in (None, "None") else "bf16"

@@ -50,6 +50,14 @@ LAUNCHES_MOE_ROUTING = 40  # router GEMM, softmax, top-k, aux bookkeeping, permu
 # batch (forward 2, backward 4), for SequentialMLP (moe_grouped_gemm off, the default).
 EXPERT_GEMM_HOST_S = 3.54e-4
 EXPERT_GEMMS = 6
+# TE's grouped experts (--moe-grouped-gemm, TEGroupedMLP): one GroupedLinear call a Linear and direction, whose
+# Python and C++ walk the local experts (their weights, splits and cuBLAS GEMMs): the host's time an expert GEMM,
+# measured as the slope between two runs that differ only in the expert count, on one host
+# (tests/fixtures/h200-hosts/call15, te-moe32-top8 343.6 ms and te-moe128-top8 606.5 ms an iteration: 96 more
+# local experts x 4 MoE layers x 2 micro batches x 6 GEMMs). Both runs are host-bound in their experts, so the
+# experts' GPU time is under the host's and the slope is the host's alone. The profile of te-moe32-top8
+# (call15/experiments) shows where: _GroupedLinear 5.1 ms and its backward 7.6 ms a call at 32 experts.
+GROUPED_EXPERT_GEMM_HOST_S = 5.7e-5
 # Fused attention (TE, cuDNN): its FLOPs (the causal half) at a share of the layer's GEMM rate, plus a
 # cost per computed score that does not grow with the head size (the attention dropout's random numbers,
 # forward and again backward). 0.6 and nothing per score is the assumption for systems no run here
@@ -341,12 +349,16 @@ def _moe(args: Any, par: Any, tokens: float, dt: str) -> tuple[float, float, int
     sh_gemm, sh_fwd, sh_act, sh_params = _mlp(args, shared_ffn, tokens, par.tensor, dt) if shared_ffn else (0.0,) * 4
     total = gemm + router + act + permute + sh_gemm + sh_act
     fwd = gemm_fwd + sh_fwd + (router + act + permute + sh_act) / 3
-    # each expert's calls: their host time (new-shape GEMMs and the other launches) against their GPU
-    # time; what the host takes beyond the GPU is waited for, the synchronisations leaving nothing queued.
-    # TE's grouped GEMM (--moe-grouped-gemm) is priced the same: te-moe8-top2, a grouped run, measured
-    # 123.0 ms against 115.8 so priced (docs/performance-model.md), its per-expert host cost not measured apart
-    host = EXPERT_GEMMS * EXPERT_GEMM_HOST_S + LAUNCHES_PER_EXPERT * rates.host_seconds_per_launch()
+    # each expert's calls: their host time against their GPU time; what the host takes beyond the GPU is
+    # waited for, the token-count synchronisations leaving nothing queued. SequentialMLP: each expert's GEMM
+    # calls at a shape cuBLAS has not planned and its other launches; TE's grouped experts: each expert's
+    # share of the GroupedLinear calls (GROUPED_EXPERT_GEMM_HOST_S), the activation one pass over them all
+    if getattr(par, "grouped_gemm", False):
+        host = EXPERT_GEMMS * GROUPED_EXPERT_GEMM_HOST_S
+        launches = LAUNCHES_MOE_ROUTING
+    else:
+        host = EXPERT_GEMMS * EXPERT_GEMM_HOST_S + LAUNCHES_PER_EXPERT * rates.host_seconds_per_launch()
+        launches = LAUNCHES_MOE_ROUTING + LAUNCHES_PER_EXPERT * local
     wait = local * max(0.0, host - (gemm + act) / local)
-    launches = LAUNCHES_MOE_ROUTING + LAUNCHES_PER_EXPERT * local
     params = local * sum(n * k for n, k in shapes) + sh_params + e * h
     return total, fwd, launches, wait, params
