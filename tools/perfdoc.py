@@ -21,6 +21,7 @@ sys.path.insert(0, str(REPO / "tools"))
 
 from compiler.megatron import data_loader, host_time, rates, timing  # noqa: E402
 import published_doc  # noqa: E402
+from grouped_experts_fit import DESIGNATED as GROUPED_DESIGNATED  # noqa: E402
 
 MODULE = REPO / "compiler" / "megatron" / "timing.py"
 DOC = REPO / "docs" / "performance-model.md"
@@ -40,6 +41,8 @@ PROFILED_CONFIGURATION = {
     "call9/te-s16384-b1-mask": "in-sample for LOADER_MASK_BYTES_PER_S (its own iteration time sets the rate)",
     "call9/te-s16384-b1-nomask": "in-sample for LOADER_MASK_BYTES_PER_S's pair (a step without the mask)",
     "call10/te/te-s16384-b1": "the configuration LOADER_MASK_BYTES_PER_S was measured on, without the mask",
+    **{name: "in-sample for the grouped experts' host costs (GROUPED_MOE_LAYER_HOST_S and GROUPED_EXPERT_GEMM_HOST_S: "
+             "tools/grouped_experts_fit.py, on the runs designated before call 16)" for name in GROUPED_DESIGNATED},
 }
 
 
