@@ -155,6 +155,7 @@ CODES: dict[str, str] = {
     "megatron-needs-te": "a configuration that crashes unless the image has Transformer Engine",
     "megatron-needs-apex": "a configuration that crashes unless the image has Apex",
     "megatron-local-crash": "a configuration that crashes in Megatron whatever the image holds",
+    "args-unread-shape-flag": "a raw flag that changes the model's shape where the estimates do not look",
     "megatron-moe-bias-crash": "experts with linear biases and a fused kernel TE's or Megatron's MoE path refuses",
     "memory-over-capacity": "the peak memory estimate exceeds the GPU's memory",
     "memory-near-capacity": "the peak memory estimate is above 90% of the GPU's memory",

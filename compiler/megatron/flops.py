@@ -51,6 +51,22 @@ class FlopsArgs(NamedTuple):
     hybrid_layer_pattern: str | None = None
 
 
+# Raw flags (training.args) that change a FlopsArgs field only init_from's config sets (flops_args): the memory,
+# parameter and step-time figures are for the model without them
+UNREAD_SHAPE_FLAGS = {
+    "--kv-channels": "the head size (the estimates take hidden_size / num_attention_heads)",
+    "--multi-latent-attention": "multi-latent attention",
+    "--q-lora-rank": "multi-latent attention's query low rank",
+    "--kv-lora-rank": "multi-latent attention's key-value low rank",
+    "--qk-head-dim": "multi-latent attention's head sizes",
+    "--qk-pos-emb-head-dim": "multi-latent attention's head sizes",
+    "--v-head-dim": "multi-latent attention's head sizes",
+    "--moe-layer-freq": "the MoE layer pattern (the estimates take every layer as MoE)",
+    "--moe-shared-expert-intermediate-size": "the shared experts",
+    "--mtp-num-layers": "the multi-token prediction layers",
+}
+
+
 class FlopsSplit(NamedTuple):
     total: float  # what Megatron's function returns for the global batch
     logits: float  # the output layer (and MTP logits): all on the last pipeline stage

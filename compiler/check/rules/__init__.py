@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...diagnostics import Diagnostic
 from ..context import Rule, RuleContext
-from .args import check_raw_args
+from .args import check_raw_args, check_unread_shape_flags
 from .data import check_data_path_globs, check_prepare_paths, check_prepare_tokenizer
 from .init import check_init_contradictions, check_init_from, check_model_fields
 from .platform import check_engine, check_platform_sections
@@ -57,6 +57,7 @@ RULES: tuple[Rule, ...] = (
     Rule("performance-option", ("training", "parallelism"), check_performance),
     Rule("args-duplicate-flag", ("training", "parallelism"), check_duplicate_flags),
     Rule("megatron-unknown-flag", ("training",), check_raw_args),
+    Rule("args-unread-shape-flag", ("training",), check_unread_shape_flags),
     Rule("megatron-validate-args", ("training", "parallelism", "resources"), check_validate_args),
     Rule("megatron-local-crash", ("training", "parallelism"), check_kernel_needs),
     Rule("prepare-input-path", ("training", "storage"), check_prepare_paths),

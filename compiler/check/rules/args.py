@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ...diagnostics import Diagnostic
+from ...diagnostics import Diagnostic, Severity
 from ..context import RuleContext
 
 
@@ -21,3 +21,21 @@ def check_raw_args(ctx: RuleContext) -> Iterator[Diagnostic]:
 
     for issue in check_args(list(training.args)):
         yield ctx.locate(issue.code, issue.message, ("training", "args", issue.index), hint=issue.hint)
+
+
+def check_unread_shape_flags(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """Raw flags that change the model's shape where the estimates do not look (a warning: Megatron runs it)."""
+    training = ctx.sections["training"]
+    if not ctx.facts.is_pretrain or not training.args:
+        return
+    from ...megatron.flops import UNREAD_SHAPE_FLAGS
+
+    for i, token in enumerate(training.args):
+        what = UNREAD_SHAPE_FLAGS.get(token.split("=", 1)[0])
+        if what is not None:
+            yield ctx.locate(
+                "args-unread-shape-flag", f"{token.split('=', 1)[0]} changes {what} in Megatron, but the memory, "
+                "parameter and step-time estimates do not read it from training.args: plan.md's figures are for "
+                "the model without it", ("training", "args", i), severity=Severity.WARNING,
+                hint="continue from the model's Hugging Face config (init_from), whose fields the estimates read, "
+                     "or read plan.md's figures as a model without this flag")
