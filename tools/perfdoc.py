@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools"))
 
-from compiler.megatron import data_loader, host_time, rates, timing  # noqa: E402
+from compiler.megatron import data_loader, host_time, layer_time, rates, timing  # noqa: E402
 import published_doc  # noqa: E402
 from grouped_experts_fit import DESIGNATED as GROUPED_DESIGNATED  # noqa: E402
 
@@ -232,7 +232,9 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "",
         "| term | how it is priced | source |",
         "|---|---|---|",
-        "| GEMMs | every Linear of a layer (QKV, projection, FC1, FC2, experts, router, output layer) as forward, "
+        "| GEMMs | every Linear of a layer (QKV, projection, FC1, FC2; multi-latent attention's down and up projections, "
+        "its query and key at their head size beside the value's; the experts, the shared experts, the router; the "
+        "output layer, and MTP's layers and eh_proj; dense and MoE layers as --moe-layer-freq lays them) as forward, "
         "data-gradient and weight-gradient GEMMs at the shapes it issues on the rank | measured: bf16 and fp16 "
         "`torch.matmul` on the H200 over m, n, k in 128…32768 (tools/microbench.py), interpolated in log space |",
         "| unfused attention | baddbmm/bmm forward, four batched matmuls backward; the passes between them "
@@ -260,12 +262,15 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         f"gradient into fp32: torch's casting add) each micro batch: {rates.GRAD_ACCUMULATION_S_PER_PARAM * 1e12:.2f} ps a "
         "parameter (10 bytes at 2.3-2.5 TB/s, not the copy's rate) | measured: the kernels' time in torch-profiler traces "
         "of three compiled launches (tests/fixtures/h200-hosts/call14) |",
-        "| MoE (local experts) | router GEMM and softmax, permutation and un-permutation, each local expert's GEMMs "
-        "at its share of the tokens, one after another; every expert GEMM call has a token count cuBLAS has not "
-        "planned and costs EXPERT_GEMM_HOST_S of host time, and the token-count syncs (.cpu(), .item(), .tolist()) "
-        "leave the GPU nothing queued: each expert's host time beyond its GPU time is added | counted + measured "
-        "rates; EXPERT_GEMM_HOST_S measured in a torch-profiler trace of moe8-top2 (tools/trace_summary.py, "
-        "tests/fixtures/measurements/profiles) |",
+        "| MoE | router GEMM and softmax, permutation and un-permutation, each local expert's GEMMs at its share of "
+        "the tokens, the shared experts on every token; the token-count syncs (.cpu(), .item(), .tolist()) leave the "
+        "GPU nothing queued, so the experts' host time beyond their GPU time is added: SequentialMLP's every expert "
+        "GEMM call has a token count cuBLAS has not planned and costs EXPERT_GEMM_HOST_S; TE's grouped experts "
+        f"(--moe-grouped-gemm) {layer_time.GROUPED_MOE_LAYER_HOST_S * 1e3:.1f} ms a MoE layer and micro batch and "
+        f"{layer_time.GROUPED_EXPERT_GEMM_HOST_S * 1e6:.0f} us an expert GEMM | counted + measured rates; "
+        "EXPERT_GEMM_HOST_S measured in a torch-profiler trace of moe8-top2 (tools/trace_summary.py, "
+        "tests/fixtures/measurements/profiles); the grouped experts' two fitted on the top-8 sweep of device calls 15 "
+        "and 16, named before call 16 (tools/grouped_experts_fit.py; held out and pre-registered runs in the table) |",
         f"| host | HOST_SPEED x the profiled host time of a dense layer pass ({host_time.LAYER_PASS_S * 1e3:.2f} ms; a "
         f"recomputed forward {host_time.LAYER_FORWARD_SHARE:.2f} of one) and of the rest of a micro batch "
         f"({host_time.MICROBATCH_S * 1e3:.2f} ms: embedding, head, loss, the schedule); MoE's launches (14 per local "
