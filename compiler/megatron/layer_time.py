@@ -124,7 +124,7 @@ class Model(NamedTuple):
     untied: bool = False  # --untie-embeddings-and-output-weights: the output layer's own weight
 
 
-def _ffn_in(args: Any, ffn: int) -> int:
+def _ffn_in(args: Any, ffn: float) -> float:
     return 2 * ffn if args.swiglu else ffn
 
 

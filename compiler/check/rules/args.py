@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ...diagnostics import Diagnostic, Severity
+from ...megatron.flops import UNREAD_SHAPE_FLAGS
 from ..context import RuleContext
 
 
@@ -28,8 +29,6 @@ def check_unread_shape_flags(ctx: RuleContext) -> Iterator[Diagnostic]:
     training = ctx.sections["training"]
     if not ctx.facts.is_pretrain or not training.args:
         return
-    from ...megatron.flops import UNREAD_SHAPE_FLAGS
-
     for i, token in enumerate(training.args):
         what = UNREAD_SHAPE_FLAGS.get(token.split("=", 1)[0])
         if what is not None:
