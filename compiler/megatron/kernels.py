@@ -52,6 +52,14 @@ def _local(c: RuntimeConfig) -> bool:
     return c.transformer_impl == "local"
 
 
+def _te_moe_bias(c: RuntimeConfig) -> bool:
+    """Experts with linear biases on Transformer Engine's layers (the local path crashes on any MoE bias)."""
+    return not _local(c) and c.num_experts is not None and c.bias_linear
+
+
+_NO_MOE_BIAS = "set training.model.disable_bias_linear: true (MoE models train without linear biases)"
+
+
 def _selective(c: RuntimeConfig, module: str) -> bool:
     return c.recompute_granularity == "selective" and module in c.recompute_modules
 
@@ -93,27 +101,23 @@ NEEDS: tuple[Need, ...] = (
          "set training.model.disable_bias_linear: true (the same model without biases runs)",
          r"_ReduceFromModelParallelRegionBackward is a view and is being modified inplace"),
     Need("megatron-moe-bias-crash",
-         lambda c: not _local(c) and c.num_experts is not None and c.grouped_gemm and c.bias_linear
-         and c.bias_dropout_fusion, "",
+         lambda c: _te_moe_bias(c) and c.grouped_gemm and c.bias_dropout_fusion, "",
          ("training", "model", "disable_bias_linear"),
          "Transformer Engine's grouped experts (--moe-grouped-gemm) with linear biases and the fused "
          "bias-dropout-add: TEGroupedMLP asserts 'bias_dropout_fusion is not supported in TEGroupedMLP when "
          "add_bias_linear=True' when the first TransformerLayer is built (megatron/core/transformer/moe/"
          "experts.py:194-196; seen on an H200, tests/fixtures/h200-hosts/call15/crashes)",
-         "set training.model.disable_bias_linear: true (MoE models train without linear biases), or "
-         "training.fused_kernels: false",
+         f"{_NO_MOE_BIAS}, or training.fused_kernels: false",
          r"bias_dropout_fusion is not supported in TEGroupedMLP when add_bias_linear=True"),
     Need("megatron-moe-bias-crash",
-         lambda c: not _local(c) and c.num_experts is not None and c.swiglu and c.bias_linear
-         and c.bias_swiglu_fusion, "",
+         lambda c: _te_moe_bias(c) and c.swiglu and c.bias_swiglu_fusion, "",
          ("training", "model", "disable_bias_linear"),
          "experts with SwiGLU, linear biases and the fused bias-SwiGLU (on unless --no-bias-swiglu-fusion) "
          "weight each token by its router probability through weighted_bias_swiglu_impl, which raises "
          "'NotImplementedError: Bias is not supported for weighted swiglu fusion' at the first forward "
          "(megatron/core/fusions/fused_bias_swiglu.py:247, from moe/experts.py:717 or mlp.py:274; seen on an "
          "H200, tests/fixtures/h200-hosts/call15/crashes)",
-         "set training.model.disable_bias_linear: true (MoE models train without linear biases), or "
-         "training.fused_kernels: false (it passes --no-bias-swiglu-fusion)",
+         f"{_NO_MOE_BIAS}, or training.fused_kernels: false (it passes --no-bias-swiglu-fusion)",
          r"Bias is not supported for weighted swiglu fusion"),
     Need("megatron-local-crash",
          lambda c: _local(c) and _selective(c, "mlp"), "",
