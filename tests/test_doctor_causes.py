@@ -252,6 +252,8 @@ CRASH_TEXTS = [
     ('[rank0]:     raise NotImplementedError("Bias is not supported for weighted swiglu fusion")\n'
      "[rank0]: NotImplementedError: Bias is not supported for weighted swiglu fusion", "megatron-moe-bias-crash",
      "training.model.disable_bias_linear"),
+    ("[rank0]: ValueError: Only support fusion of swiglu and quick_gelu in TEGroupedMLP.", "megatron-moe-bias-crash",
+     "training.model.disable_bias_linear"),
     ('[rank0]:   File "/opt/Megatron-LM/megatron/training/arguments.py", line 1344, in validate_args\n'
      "[rank0]:     assert args.start_weight_decay is not None\n[rank0]: AssertionError", "megatron-validate-args",
      "training.args"),

@@ -36,6 +36,7 @@ class RuntimeConfig(NamedTuple):
     grouped_gemm: bool = False  # --moe-grouped-gemm (TE's TEGroupedMLP experts)
     bias_dropout_fusion: bool = True  # fused_kernels and no --no-bias-dropout-fusion
     bias_swiglu_fusion: bool = True  # fused_kernels and no --no-bias-swiglu-fusion (bias_activation_fusion)
+    bias_gelu_fusion: bool = True  # fused_kernels and no --no-bias-gelu-fusion (GeLU's bias_activation_fusion)
 
 
 class Need(NamedTuple):
@@ -119,6 +120,16 @@ NEEDS: tuple[Need, ...] = (
          "H200, tests/fixtures/h200-hosts/call15/crashes)",
          f"{_NO_MOE_BIAS}, or training.fused_kernels: false (it passes --no-bias-swiglu-fusion)",
          r"Bias is not supported for weighted swiglu fusion"),
+    Need("megatron-moe-bias-crash",
+         lambda c: _te_moe_bias(c) and not c.swiglu and c.bias_gelu_fusion, "",
+         ("training", "model", "disable_bias_linear"),
+         "GeLU experts with linear biases and the fused bias-GeLU (on with biases unless --no-bias-gelu-fusion) "
+         "get the router's probabilities as a per-token scale, which only the SwiGLU and quick-GeLU fusions "
+         "take: 'ValueError: Only support fusion of swiglu and quick_gelu with per_token_scale in MLP' at the "
+         "first forward (megatron/core/transformer/mlp.py:291, SequentialMLP's experts; TE's grouped experts "
+         "at moe/experts.py:734; read from the source, not seen on a device)",
+         f"{_NO_MOE_BIAS}, or training.fused_kernels: false (it passes --no-bias-gelu-fusion)",
+         r"Only support fusion of swiglu and quick_gelu (with per_token_scale in MLP|in TEGroupedMLP)"),
     Need("megatron-local-crash",
          lambda c: _local(c) and _selective(c, "mlp"), "",
          ("training", "args"),
@@ -158,8 +169,8 @@ def runtime_config(t: Any, tensor: int, values: dict[str, Any]) -> RuntimeConfig
                      and values.get("apply_rope_fusion") is not False),
         swiglu=t.model.swiglu, grouped_gemm=grouped_gemm(t),
         bias_dropout_fusion=t.fused_kernels and values.get("bias_dropout_fusion") is not False,
-        bias_swiglu_fusion=(t.fused_kernels and values.get("bias_swiglu_fusion") is not False
-                            and values.get("use_te_activation_func") is not True),
+        bias_swiglu_fusion=t.fused_kernels and values.get("bias_swiglu_fusion") is not False,
+        bias_gelu_fusion=t.fused_kernels and values.get("bias_gelu_fusion") is not False,
     )
 
 

@@ -56,9 +56,11 @@ EXPERT_GEMMS = 6
 # expert), waited for beyond the experts' GPU time after the token-count sync. Measured on runs designated before
 # device call 16 (tools/grouped_experts_fit.py: the top-8 sweep of Qwen3-30B-A3B's MoE block, 8 to 128 experts,
 # tests/fixtures/h200-hosts/call15 and call16; least squares on the relative error): they fit to -25..+26 %, the
-# host's cost not being linear in the experts (8 -> 16 experts cost 140 ms an iteration, 16 -> 128 180 ms). Held
-# out: te-moe32-top2 +0.6 %, te-ds-mla-moe +1.5 %, te-moe8-top2 -33.4 % (docs/performance-model.md). A profile of
-# te-moe32-top8 (call15/experiments): GroupedLinear's forward 4.1 ms and backward 7.2 ms a call at 32 experts.
+# host's cost not being linear in the experts (8 -> 16 experts cost 139 ms an iteration, 16 -> 128 319 ms; call 18:
+# changing token counts cost ~14 ms a MoE layer and micro batch, constant ones not). Left out: te-moe32-top2
+# (never seen before), te-ds-mla-moe and te-moe8-top2 (seen with the slope alone); their errors and call 17's
+# pre-registered ones are in docs/performance-model.md. A profile of te-moe32-top8 (call15/experiments):
+# GroupedLinear's forward 4.1 ms and backward 7.2 ms a call at 32 experts.
 GROUPED_EXPERT_GEMM_HOST_S = 7.8e-5
 GROUPED_MOE_LAYER_HOST_S = 6.5e-3
 # Fused attention (TE, cuDNN): its FLOPs (the causal half) at a share of the layer's GEMM rate, plus a
@@ -128,22 +130,26 @@ def _ffn_in(args: Any, ffn: float) -> float:
     return 2 * ffn if args.swiglu else ffn
 
 
-def _attention_linears(args: Any, tp: int) -> list[tuple[float, float]]:
-    """(out features on this rank, in features) of each of the attention's Linears: QKV and the projection;
-    multi-latent attention's (multi_latent_attention.py MLASelfAttention) q (or its down projection, q_lora,
-    and up projection), the kv down projection (kv_lora and the shared RoPE part), the kv up projection and
-    the projection: the down projections duplicated on every TP rank, the up projections column-parallel."""
+def _attention_linears(args: Any, tp: int, sp: int, local: bool) -> list[tuple[float, float, float]]:
+    """(rows divisor, out features on this rank, in features) of each of the attention's Linears over a micro
+    batch's tokens: QKV and the projection; multi-latent attention's (multi_latent_attention.py
+    MLASelfAttention) q (or its down projection, q_lora, and up projection), the kv down projection (kv_lora
+    and the shared RoPE part), the kv up projection and the projection. The down projections: TE's are
+    duplicated on every TP rank over the rank's own sequence shard (TELinear "duplicated", no communication:
+    1/SP of the rows), the local spec's column-parallel (gpt_layer_specs.py:123-125, :422-424); the up
+    projections column-parallel."""
     h, heads = args.hidden_size, args.num_attention_heads
     if getattr(args, "multi_latent_attention", False):
         qk = args.qk_head_dim + args.qk_pos_emb_head_dim
-        q = [(heads * qk / tp, h)] if args.q_lora_rank is None else \
-            [(args.q_lora_rank, h), (heads * qk / tp, args.q_lora_rank)]
-        return q + [(args.kv_lora_rank + args.qk_pos_emb_head_dim, h),
-                    (heads * (args.qk_head_dim + args.v_head_dim) / tp, args.kv_lora_rank),
-                    (h, heads * args.v_head_dim / tp)]
+        rows, split = (1, tp) if local else (sp, 1)  # the down projections' rows divisor and output split
+        q = [(1, heads * qk / tp, h)] if args.q_lora_rank is None else \
+            [(rows, args.q_lora_rank / split, h), (1, heads * qk / tp, args.q_lora_rank)]
+        return q + [(rows, (args.kv_lora_rank + args.qk_pos_emb_head_dim) / split, h),
+                    (1, heads * (args.qk_head_dim + args.v_head_dim) / tp, args.kv_lora_rank),
+                    (1, h, heads * args.v_head_dim / tp)]
     groups = args.num_query_groups if args.group_query_attention and args.num_query_groups else heads
     q, kv = heads * args.kv_channels, groups * args.kv_channels
-    return [((q + 2 * kv) / tp, h), (h, q / tp)]
+    return [(1, (q + 2 * kv) / tp, h), (1, h, q / tp)]
 
 
 def _head_dims(args: Any) -> tuple[int, int]:
@@ -154,9 +160,15 @@ def _head_dims(args: Any) -> tuple[int, int]:
 
 
 def _linears(shapes: list[tuple[float, float]], tokens: float, dt: str) -> tuple[float, float]:
-    """(forward + backward, forward) of Linears at these shapes over `tokens` rows."""
+    """(forward + backward, forward) of Linears at these (out, in) shapes over `tokens` rows."""
     return (sum(rates.linear_seconds(tokens, n, k, dt) for n, k in shapes),
             sum(rates.gemm_seconds(tokens, n, k, "fwd", dt) for n, k in shapes))
+
+
+def _split_linears(shapes: list[tuple[float, float, float]], tokens: float, dt: str) -> tuple[float, float]:
+    """_linears over shapes that carry their own rows divisor."""
+    parts = [_linears([(n, k)], tokens / rows, dt) for rows, n, k in shapes]
+    return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
 
 def _mlp(args: Any, ffn: float, tokens: float, tp: int, dt: str) -> tuple[float, float, float, float]:
@@ -171,13 +183,9 @@ def _mlp(args: Any, ffn: float, tokens: float, tp: int, dt: str) -> tuple[float,
 
 def _stage_moe_layers(args: Any, layers: int, first: bool, last: bool) -> int:
     """MoE layers of the stage's `layers`: the pattern's first ones on the first stage, its last ones on the
-    last, the pattern's share elsewhere (--moe-layer-freq; DeepSeek's first dense layers)."""
+    last (--moe-layer-freq; DeepSeek's first dense layers); timing.step_time prices those two stages."""
     pattern = moe_pattern(args)
-    if first:
-        return sum(pattern[:layers])
-    if last:
-        return sum(pattern[-layers:])
-    return round(layers * sum(pattern) / max(1, len(pattern)))
+    return sum(pattern[:layers]) if first else sum(pattern[-layers:])
 
 
 def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last: bool) -> StageWork:
@@ -204,11 +212,12 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
     # recompute: full re-runs a share of the layers' forward, selective core attention's forward
     fraction = _recomputed_fraction(par, layers)
     # -- GEMMs of attention, of the dense MLP (dense layers) and of MTP's eh_proj (2h -> h)
-    shapes = _attention_linears(args, tp)
-    attn_gemm, attn_fwd = _linears(shapes, tokens, dt)
-    attn_params = sum(n * k for n, k in shapes)
+    shapes = _attention_linears(args, tp, sp, par.local_attention)
+    attn_gemm, attn_fwd = _split_linears(shapes, tokens, dt)
+    attn_params = sum(n * k for _, n, k in shapes)
     mlp_gemm, mlp_fwd, mlp_act, mlp_params = _mlp(args, args.ffn_hidden_size, tokens, tp, dt)
-    mtp_gemm, mtp_fwd = _linears([(h / tp, 2 * h)], tokens, dt) if mtp else (0.0, 0.0)
+    eh_gemm, eh_fwd = _linears([(h / tp, 2 * h)], tokens, dt)  # an MTP layer's eh_proj (2h -> h)
+    mtp_gemm, mtp_fwd = mtp * eh_gemm, mtp * eh_fwd
     # -- core attention
     bh = b * heads / tp
     scores = bh * s * args.seq_length if par.local_attention else 0.0
@@ -245,23 +254,22 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
     else:
         bda = 2 * (rates.op_seconds("dropout", sbh) + rates.op_seconds("add", sbh) * (2 if model.bias else 1))
     ew = norm + bda
-    if model.bias and not fused:
+    if model.bias and not fused and not mla:  # MLA's Linears have no bias
         ew += rates.op_seconds("add", tokens * (q + 2 * kv) / tp)
     if mla:
-        # the latent norms (q_lora, kv_lora), RoPE on the positional parts only (the query's per head, the
+        # the latent norms (q_lora, kv_lora: --qk-layernorm, which every converted DeepSeek model has; over the
+        # rank's rows as the down projections), RoPE on the positional parts only (the query's per head, the
         # key's shared), and the concatenations of each head's query and key from their two parts
         pe = args.qk_pos_emb_head_dim
-        ew += rates.op_seconds("layernorm", tokens * ((args.q_lora_rank or 0) + args.kv_lora_rank)) * 0.8
+        ew += rates.op_seconds("layernorm", tokens / sp * ((args.q_lora_rank or 0) + args.kv_lora_rank)) * 0.8
         ew += 3 * rates.op_seconds("scale", tokens * (heads * pe / tp + pe))
         ew += rates.op_seconds("add", tokens * 2 * heads * d_qk / tp)
     elif model.rope:
         ew += 3 * rates.op_seconds("scale", tokens * (q + kv) / tp)
     if model.bias and not fused:
         mlp_act += rates.op_seconds("add", tokens * _ffn_in(args, args.ffn_hidden_size) / tp)
-    if mtp:  # each MTP layer's two norms beside the layer's (enorm, hnorm) and its final norm
-        ew_mtp = 3 * rates.op_seconds("layernorm", sbh)
-    else:
-        ew_mtp = 0.0
+    # each MTP layer's two norms beside the layer's (enorm, hnorm); its final norm is the head's below
+    ew_mtp = 2 * rates.op_seconds("layernorm", sbh)
     ew_fwd = ew / 3  # forward is about a third of forward + backward (the measured fwd/fwd+bwd ratios)
     # -- MoE
     moe_s = moe_fwd = moe_wait = 0.0
@@ -273,7 +281,6 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
     softmax_launches = SOFTMAX_FALLBACK_LAUNCHES * (2 + fraction) if fallback else 0.0
     if n_moe:
         moe_s, moe_fwd, launches, moe_wait, moe_params = _moe(args, par, tokens, dt)
-    dense_layer = mlp_gemm + mlp_act
     dense_fwd = mlp_fwd + mlp_act / 3
     attn_layer_fwd = attn_fwd + core_fwd + ew_fwd
     recompute = (fraction * (n_all * attn_layer_fwd + n_dense * dense_fwd + n_moe * moe_fwd)

@@ -109,8 +109,8 @@ def grouped_gemm(t: Any) -> bool:
     """--moe-grouped-gemm as the launch passes it: in training.args, or Bridge's choice for an init_from
     MoE model (flags.py adds it); what the memory and step-time models price."""
     m = t.model
-    if m.num_experts is None:
-        return False
+    if m.num_experts is None or m.transformer_impl == "local":  # the local spec builds SequentialMLP whatever
+        return False  # the flag says (core/models/backends.py:133-142 LocalSpecProvider.grouped_mlp_modules)
     return "--moe-grouped-gemm" in t.args or (isinstance(m, HFModel) and bridge_te_kernels(t))
 
 
