@@ -17,6 +17,7 @@ Megatron accepts.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import itertools
 import statistics
@@ -335,8 +336,10 @@ def check(path: Path = CSV) -> dict[str, Any]:
             "spearman": rho, "weak_scaling_pp": scaling, "total": len(rows)}
 
 
-def main() -> int:
-    r = check(Path(sys.argv[1]) if len(sys.argv) > 1 else CSV)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("csv", nargs="?", type=Path, default=CSV, help="published runs (default: %(default)s)")
+    r = check(parser.parse_args(argv).csv)
     for o in r["rows"]:
         print(f"{o['id']:<48} {o['measured_s']:8.3f} {o['loo_s']:8.3f} {o['error'] * 100:+7.1f}%")
     print("factors (all rows):", {k: (tuple(round(x * 1e3, 3) for x in v) if isinstance(v, tuple) else round(v, 3))
