@@ -33,7 +33,7 @@ Host: a layer pass, a micro batch and an iteration cost what the profiled runs m
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from ..tuples import NamedTuple
 from . import rates
@@ -159,26 +159,25 @@ def _head_dims(args: Any) -> tuple[int, int]:
     return args.kv_channels, args.kv_channels
 
 
-def _linears(shapes: list[tuple[float, float]], tokens: float, dt: str) -> tuple[float, float]:
-    """(forward + backward, forward) of Linears at these (out, in) shapes over `tokens` rows."""
-    return (sum(rates.linear_seconds(tokens, n, k, dt) for n, k in shapes),
-            sum(rates.gemm_seconds(tokens, n, k, "fwd", dt) for n, k in shapes))
+def _linears(shapes: Sequence[tuple[float, float, float]], tokens: float, dt: str) -> tuple[float, float]:
+    """(forward + backward, forward) of Linears at these (rows divisor, out, in) shapes over `tokens` rows."""
+    return (sum(rates.linear_seconds(tokens / rows, n, k, dt) for rows, n, k in shapes),
+            sum(rates.gemm_seconds(tokens / rows, n, k, "fwd", dt) for rows, n, k in shapes))
 
 
-def _split_linears(shapes: list[tuple[float, float, float]], tokens: float, dt: str) -> tuple[float, float]:
-    """_linears over shapes that carry their own rows divisor."""
-    parts = [_linears([(n, k)], tokens / rows, dt) for rows, n, k in shapes]
-    return sum(p[0] for p in parts), sum(p[1] for p in parts)
+def _weights(shapes: Sequence[tuple[float, float, float]]) -> float:
+    """The parameters of Linears at these shapes on the rank."""
+    return sum(n * k for _, n, k in shapes)
 
 
 def _mlp(args: Any, ffn: float, tokens: float, tp: int, dt: str) -> tuple[float, float, float, float]:
     """(GEMMs fwd+bwd, GEMMs fwd, activation passes fwd+bwd, parameters on the rank) of a dense MLP of
     `ffn` (the dense layer's, or the shared experts' on every token), split TP ways."""
     h = args.hidden_size
-    shapes = [(_ffn_in(args, ffn) / tp, h), (h, ffn / tp)]
+    shapes = [(1, _ffn_in(args, ffn) / tp, h), (1, h, ffn / tp)]
     gemm, fwd = _linears(shapes, tokens, dt)
     act = rates.op_seconds("gelu", tokens * ffn / tp) + (rates.op_seconds("scale", tokens * ffn / tp) if args.swiglu else 0.0)
-    return gemm, fwd, act, sum(n * k for n, k in shapes)
+    return gemm, fwd, act, _weights(shapes)
 
 
 def _stage_moe_layers(args: Any, layers: int, first: bool, last: bool) -> int:
@@ -213,10 +212,11 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
     fraction = _recomputed_fraction(par, layers)
     # -- GEMMs of attention, of the dense MLP (dense layers) and of MTP's eh_proj (2h -> h)
     shapes = _attention_linears(args, tp, sp, par.local_attention)
-    attn_gemm, attn_fwd = _split_linears(shapes, tokens, dt)
-    attn_params = sum(n * k for _, n, k in shapes)
+    attn_gemm, attn_fwd = _linears(shapes, tokens, dt)
+    attn_params = _weights(shapes)
     mlp_gemm, mlp_fwd, mlp_act, mlp_params = _mlp(args, args.ffn_hidden_size, tokens, tp, dt)
-    eh_gemm, eh_fwd = _linears([(h / tp, 2 * h)], tokens, dt)  # an MTP layer's eh_proj (2h -> h)
+    eh_proj = [(1, h / tp, 2 * h)]  # an MTP layer's eh_proj (2h -> h)
+    eh_gemm, eh_fwd = _linears(eh_proj, tokens, dt)
     mtp_gemm, mtp_fwd = mtp * eh_gemm, mtp * eh_fwd
     # -- core attention
     bh = b * heads / tp
@@ -286,7 +286,7 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
     recompute = (fraction * (n_all * attn_layer_fwd + n_dense * dense_fwd + n_moe * moe_fwd)
                  + (1 - fraction) * n_all * selective)
     # -- gradient accumulation into fp32 main_grad (par.grad_accumulation_fusion; None: as fused_kernels)
-    stage_params = n_all * attn_params + n_dense * mlp_params + n_moe * moe_params + mtp * 2 * h * h / tp
+    stage_params = n_all * attn_params + n_dense * mlp_params + n_moe * moe_params + mtp * _weights(eh_proj)
     head = emb = 0.0
     vocab = args.padded_vocab_size / tp
     if last:
@@ -349,7 +349,7 @@ def _moe(args: Any, par: Any, tokens: float, dt: str) -> tuple[float, float, int
     own = tokens / par.tensor if par.sequence_parallel else tokens
     per_expert = own * k / e * ep * etp
     routed = per_expert * local
-    shapes = [(_ffn_in(args, f) / etp, h), (h, f / etp)]
+    shapes = [(1, _ffn_in(args, f) / etp, h), (1, h, f / etp)]
     one, one_fwd = _linears(shapes, per_expert, dt)
     gemm, gemm_fwd = local * one, local * one_fwd
     router = rates.linear_seconds(tokens, e, h, dt) + rates.op_seconds("softmax", tokens * e) * 2
@@ -370,5 +370,5 @@ def _moe(args: Any, par: Any, tokens: float, dt: str) -> tuple[float, float, int
         host = EXPERT_GEMMS * EXPERT_GEMM_HOST_S + LAUNCHES_PER_EXPERT * rates.host_seconds_per_launch()
         wait = local * max(0.0, host - (gemm + act) / local)
         launches = LAUNCHES_MOE_ROUTING + LAUNCHES_PER_EXPERT * local
-    params = local * sum(n * k for n, k in shapes) + sh_params + e * h
+    params = local * _weights(shapes) + sh_params + e * h
     return total, fwd, launches, wait, params
