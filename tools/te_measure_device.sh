@@ -12,6 +12,7 @@
 # tools/fakepg.py), and .dev/megatron (Megatron-LM's runtime subset at the pinned commit).
 # tools/te_measure.py says how the runs share the GPU (never two timed at once).
 #
+# PRE_BENCH (optional): a script of $TE_DIR/tools run alone before the launches, its output in summary.txt.
 # Writes $OUT/summary.txt and $OUT/te-measure.tar.gz (every log), rewritten after each step so a
 # command cut short still returns what it did. BUDGET_S (default 480): no launch starts after it.
 set -uo pipefail
@@ -44,6 +45,15 @@ source tools/device_image.sh
 make -C /opt/Megatron-LM/megatron/core/datasets >"$LOGS/make.txt" 2>&1
 say "## dataset helper: exit $? after $((SECONDS - start)) s"
 eval "$PACK"
+
+# a micro-benchmark run alone before the launches start (their start-up is CPU work it would time):
+# PRE_BENCH, a script under $TE_DIR/tools (e.g. norm_host_bench.py, device call 19)
+if [ -n "${PRE_BENCH:-}" ]; then
+  timeout 240 python3 "$TE_DIR/tools/$PRE_BENCH" >"$LOGS/pre-bench.txt" 2>&1
+  say "## $PRE_BENCH: exit $? after $((SECONDS - start)) s"
+  cat "$LOGS/pre-bench.txt" >>"$LOGS/summary.txt"
+  eval "$PACK"
+fi
 
 # the cross entropy's memory per logit, fused and unfused (beside the fake-process-group ranks: its
 # peak is its own process's)
