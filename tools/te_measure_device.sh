@@ -64,7 +64,9 @@ if [ "${CE_PROBE:-1}" != 0 ]; then
 fi
 # te_measure.py ends every run by BUDGET_S + 60 s; the timeout is the backstop (SIGTERM: it cleans up)
 timeout -s TERM $((${BUDGET_S:-480} + 100)) python3 "$TE_DIR/tools/te_measure.py" "$TE_DIR/gen" "$TE_DIR/fakepg-plan.json" "$LOGS" "$@"
-[ -z "$probe" ] || wait "$probe"
-say "## cross entropy probe: $(tr '\n' ' ' <"$LOGS/ce_probe.txt" 2>/dev/null | tail -c 600)"
+if [ -n "$probe" ]; then
+  wait "$probe"
+  say "## cross entropy probe: $(tr '\n' ' ' <"$LOGS/ce_probe.txt" | tail -c 600)"
+fi
 say "## done after $SECONDS s"
 eval "$PACK"
