@@ -12,20 +12,22 @@ the pinned commit (the spec pretrain_gpt.py builds: get_gpt_layer_local_spec or 
 compiler's launches pass: the local specs' --no-*-fusion, TE's defaults), wrapped in Megatron's
 DistributedDataParallel (its gradient hooks run a layer's backward as in training), on a tiny input (s16 b1 h256:
 the GPU idle, so the host's enqueue is what is timed). A step is the block's forward, the sum's backward; each
-configuration is timed as a chain of LONG and of SHORT layers (the median of REPS steps each) and a layer is their
-difference over LONG - SHORT. One line a stack and configuration, then the pure-Python yardstick.
+configuration is timed as a chain of LONG and of SHORT layers, all of them built first and then timed in ROUNDS
+rounds (each round every chain for BURST steps, in a new random order, the median step its figure), so that the
+host's drift falls on all alike; a layer pass is a round's difference over LONG - SHORT, its median over the rounds. One line a stack and configuration, then the pure-Python yardstick.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import sys
 import time
 from typing import Any, NamedTuple
 
-LONG, SHORT, REPS = 8, 2, 30
+LONG, SHORT, ROUNDS, BURST = 8, 2, 40, 3
 H, HEADS, FFN, S = 256, 4, 1024, 16
 
 
@@ -83,26 +85,23 @@ def build(arch: Arch, te: bool, layers: int, device: str) -> tuple[Any, Any]:
     return ddp, rope
 
 
-def step_seconds(model: Any, rope: Any, device: str) -> float:
+def stepper(model: Any, rope: Any, device: str) -> Any:
+    """One step of `model` (forward, the sum's backward), warmed up: a function returning its host seconds."""
     import torch
 
     x = torch.randn(S, 1, H, device=device, dtype=torch.bfloat16, requires_grad=True)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
-    def step() -> None:
+    def step() -> float:
+        t0 = time.perf_counter()
         out = model(hidden_states=x, attention_mask=None, rotary_pos_emb=rope)
         out.float().sum().backward()
-
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+        t = time.perf_counter() - t0
+        sync()
+        return t
     for _ in range(5):
         step()
-    sync()
-    times = []
-    for _ in range(REPS):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-        sync()
-    return statistics.median(times)
+    return step
 
 
 def init(megatron: str, device: str) -> None:
@@ -128,17 +127,36 @@ def main() -> None:
     init(a.megatron, a.device)
     import torch
 
-    print(f"# torch {torch.__version__}; layers {LONG} - {SHORT}, {REPS} steps each; s{S} b1 h{H} {HEADS} heads ffn {FFN}")
+    print(f"# torch {torch.__version__}; layers {LONG} - {SHORT}, {ROUNDS} rounds of {BURST} steps; s{S} b1 h{H} {HEADS} heads "
+          f"ffn {FFN}")
+    # every configuration built first, then timed in ROUNDS rounds of BURST steps each, in a new random order
+    # every round: the host's speed drifts over tens of seconds (call 20's tiny run: 39-60 ms an iteration within a
+    # minute), which timing one configuration after another would read as a difference between them
+    steps: dict[tuple[str, str, int], Any] = {}
     for stack in a.stacks.split(","):
         for arch in ARCHS:
             try:
-                t = {n: step_seconds(*build(arch, stack == "te", n, a.device), a.device) for n in (LONG, SHORT)}
+                for n in (LONG, SHORT):
+                    steps[stack, arch.name, n] = stepper(*build(arch, stack == "te", n, a.device), a.device)
             except Exception as e:  # noqa: BLE001 - one configuration's failure is reported, the rest still measured
                 print(f"{stack} {arch.name}: failed ({type(e).__name__}: {str(e)[:300]})", flush=True)
+                steps.pop((stack, arch.name, LONG), None)
+    rng = random.Random(20)
+    times: dict[tuple[str, str, int], list[float]] = {k: [] for k in steps}
+    for _ in range(ROUNDS):
+        keys = list(steps)
+        rng.shuffle(keys)
+        for k in keys:
+            times[k].append(statistics.median(steps[k]() for _ in range(BURST)))
+    for stack in a.stacks.split(","):
+        for arch in ARCHS:
+            if (stack, arch.name, LONG) not in times:
                 continue
-            per = (t[LONG] - t[SHORT]) / (LONG - SHORT)
-            print(f"{stack} {arch.name}: {per * 1e3:.3f} ms a layer pass (steps {t[LONG] * 1e3:.2f} ms at {LONG} layers, "
-                  f"{t[SHORT] * 1e3:.2f} at {SHORT})", flush=True)
+            per = [(lo - sh) / (LONG - SHORT) for lo, sh in zip(times[stack, arch.name, LONG], times[stack, arch.name, SHORT])]
+            q = statistics.quantiles(per, n=4)
+            print(f"{stack} {arch.name}: {statistics.median(per) * 1e3:.3f} ms a layer pass (quartiles {q[0] * 1e3:.3f}-"
+                  f"{q[2] * 1e3:.3f} over {ROUNDS} rounds; steps {statistics.median(times[stack, arch.name, LONG]) * 1e3:.2f} "
+                  f"ms at {LONG} layers, {statistics.median(times[stack, arch.name, SHORT]) * 1e3:.2f} at {SHORT})", flush=True)
     t0 = time.perf_counter()
     s = 0
     for i in range(3_000_000):
