@@ -265,6 +265,11 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "| bandwidth-bound passes | norms, bias adds, GeLU/SwiGLU, dropouts, residual adds, RoPE, reshape copies, "
         "GQA's repeated K/V, the embedding; fused kernels drop the passes they fuse | counted from the source; "
         "each op's forward+backward cost per element measured at 2^28 elements |",
+        "| query/key norms | --qk-layernorm (Qwen3's, read from training.args or the converted config): a norm over each "
+        "head's query and key after QKV, at the measured cost an element of a norm that narrow (TE's RMSNorm "
+        f"{rates.QK_NORM_S_PER_ELEMENT['te-rmsnorm'] * 1e12:.1f} ps, torch's {rates.QK_NORM_S_PER_ELEMENT['torch-rmsnorm'] * 1e12:.1f} "
+        "ps, against the layer's own norms' 6.9) | measured on their own at two models' query and key shapes "
+        "(tools/norm_host_bench.py, tests/fixtures/h200-hosts/call19); their host time is a layer feature (host row) |",
         "| cross entropy | 52 bytes a logit (.float() 6, max 4, subtract 8, exp 8, sum 4, divide 8; backward 8 + 6); "
         "22 with --cross-entropy-loss-fusion (max 2, exp 6, divide 8, gradient 6) | counted from cross_entropy.py "
         "and fusions/fused_cross_entropy.py, at the measured HBM rate |",
@@ -285,9 +290,14 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         f"recomputed forward {host_time.LAYER_FORWARD_SHARE:.2f} of one) and of the rest of a micro batch "
         f"({host_time.MICROBATCH_S * 1e3:.2f} ms: embedding, head, loss, the schedule); MoE's launches (14 per local "
         "expert, 40 for the routing: counts) x the measured launch cost; Transformer Engine's layers TE_HOST_PER_LAYER "
-        "a pass instead | the split measured in the profiled runs (compiler/megatron/host_time.py, `tools/trace_summary.py "
-        "--phases`); HOST_SPEED, the lent hosts' speed against the profiled figures, fitted on the runs without TE, "
-        "TE_HOST_PER_LAYER on the TE runs |",
+        "a pass instead; either layer pass by its architecture against the GPT layer those measured (x 1 + each "
+        "feature's share: RoPE, SwiGLU, GQA, RMSNorm, no biases, the query/key norms; host_time.LAYER_FEATURES: a "
+        f"Llama layer {1 + sum(v for k, v in host_time.LAYER_FEATURES['local'].items() if k != 'qk-norm'):.2f} on the "
+        f"local stack, {1 + sum(v for k, v in host_time.LAYER_FEATURES['te'].items() if k != 'qk-norm'):.2f} on TE's) | the "
+        "split measured in the profiled runs (compiler/megatron/host_time.py, `tools/trace_summary.py --phases`); the "
+        "features' shares measured on Megatron's own layers under its DDP, 40 interleaved rounds (tools/layer_host_bench.py, "
+        "tests/fixtures/h200-hosts/call21); HOST_SPEED, the lent hosts' speed against the profiled figures, fitted on "
+        "the runs without TE, TE_HOST_PER_LAYER on the TE runs |",
         "| micro batch | with Megatron's NaN check of the loss (bf16's default; off for fp16 with dynamic loss "
         "scaling, arguments.py:1164-1170) the loss function syncs the host (pretrain_gpt.py:151-165): forward and "
         f"backward each take the longer of GPU and host (the host's forward {host_time.MICROBATCH_FORWARD_SHARE:.3f} of "
@@ -302,7 +312,9 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         f"{rates.GRAD_NORM_S_PER_PARAM * 1e12:.2f} ps and the gradient clipping {rates.GRAD_CLIP_S_PER_PARAM * 1e12:.2f} ps "
         "(over the shard's main gradients); without it torch's AdamW (foreach), or Apex's FusedAdam (Megatron-DeepSpeed's "
         "rows) by its bytes, and the gradient norm by its; each with the parameter copy and the gradients' zeroing "
-        "(compiler/megatron/optimizer_time.py) | TE's kernels' per-parameter times in the call14 traces (rates.py); "
+        "(compiler/megatron/optimizer_time.py). Which one is what Megatron imports, not the layers' transformer_impl: "
+        "TE's wherever TE is installed (a spec's NGC PyTorch image; a kept run that logged no fallback warning, "
+        "calls 12, 13 and 19-21's local runs among them) | TE's kernels' per-parameter times in the call14 traces (rates.py); "
         "AdamW's step time measured by size (tools/microbench.py); Apex's not measured; HBM rate |",
         "| pipeline | m x the slowest stage + (pp-1)/v x the mean stage (1F1B, interleaved) | the schedule |",
         published_doc.COMMUNICATION_ROW,

@@ -18,7 +18,8 @@ COMMUNICATION_ROW = (
     "--overlap-param-gather only the last bucket (max(40M, 1M x dp) parameters, training.py:1772-1774) or what "
     "the last micro batch's backward (the first one's forward) cannot hide stays (schedules.py:707-747); pp 2 m v "
     "sends, with a virtual pipeline behind the next chunk's compute but their latency (arguments.py:979-991); "
-    "ep 4 all-to-alls a MoE layer | NVLink at 0.8 of its datasheet rate; a ring across workers gets one "
+    "ep 4 all-to-alls a MoE layer (the forward's 2 again with full recompute; none in --moe-layer-freq's dense "
+    "layers) | NVLink at 0.8 of its datasheet rate; a ring across workers gets one "
     "NIC per member a worker (nccl-tests issue 119: 4 x 200G NICs give 96 GB/s of bus bandwidth) at 0.94 of "
     "the line rate (issue 290: 46-48 GB/s per NDR NIC); a send or an all-to-all leaves through the rank's own "
     "NIC; checked on the published runs |")

@@ -54,6 +54,9 @@ _ITER = re.compile(r" iteration +(\d+)/ *(\d+) \|.*\| elapsed time per iteration
 _PARAMS = re.compile(r"number of parameters on \(tensor, pipeline\) model parallel rank \(\d+, \d+\): (\d+)")
 _STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\] iteration +(\d+)/")
 _VOCAB = re.compile(r"> padded vocab \(size: (\d+)\)")
+# Megatron's warning where neither TE nor Apex imports (optimizer/__init__.py:25): torch's AdamW and the per-tensor
+# gradient norm; its absence: TE's FusedAdam (the device calls that installed TE ran the local specs with it too)
+_TORCH_OPTIMIZER = "Transformer Engine and Apex are not installed. Falling back to Torch optimizers."
 _EXIT = re.compile(r"\[exiting program after receiving SIGTERM\.\] datetime: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)")
 
 
@@ -67,6 +70,7 @@ class Run(NamedTuple):
     contended: bool
     unpriced: str  # an option the model does not price ("": none): shown and counted, never fitted on
     gpus_per_worker: int  # the physical host's GPUs (the 2-worker run ran on one 2-GPU host)
+    optimizer: str  # what Megatron imported (host_time.optimizer_impl): "torch" where it warned, else "te"
 
 
 def _runs_spec() -> list[tuple[str, list[Path], bool, int, str]]:
@@ -126,7 +130,8 @@ def load_runs() -> list[Run]:
         if len(steady) < 2:
             continue
         runs.append(Run(name, ", ".join(str(p.relative_to(REPO)) for p in logs), args, max(params),
-                        statistics.median(steady) / 1e3, len(steady), contended, unpriced(args), gpw))
+                        statistics.median(steady) / 1e3, len(steady), contended, unpriced(args), gpw,
+                        "torch" if _TORCH_OPTIMIZER in text else "te"))
     return runs
 
 
@@ -194,11 +199,11 @@ def inputs(run: Run) -> tuple[FlopsArgs, Parallel]:
         fused_softmax=_b(a, "masked_softmax_fusion"), grad_accumulation_fusion=_b(a, "gradient_accumulation_fusion"),
         precision=precision, stack="te" if te else "local", grouped_gemm=te and _b(a, "moe_grouped_gemm"),
         cross_entropy_fusion=_b(a, "cross_entropy_loss_fusion"), nan_check=_b(a, "check_for_nan_in_loss_and_grad"),
-        attention_mask=a.get("create_attention_mask_in_dataloader") != "False",
+        attention_mask=a.get("create_attention_mask_in_dataloader") != "False", optimizer=run.optimizer,
         model=Model(bias=_b(a, "add_bias_linear"), rope=a.get("position_embedding_type") == "rope",
                     learned_position=a.get("position_embedding_type") == "learned_absolute",
                     layernorm=a.get("normalization") != "RMSNorm", dtype="fp16" if precision == "fp16" else "bf16",
-                    untied=_b(a, "untie_embeddings_and_output_weights")))
+                    untied=_b(a, "untie_embeddings_and_output_weights"), qk_norm=_b(a, "qk_layernorm")))
     return fa, par
 
 
@@ -239,6 +244,7 @@ class Parts(NamedTuple):
     nan_check: bool
     tensors: int  # parameter tensors the optimizer walks one by one (timing.iteration_tensors)
     loader: float  # the data loader's least time a step (timing.loader_seconds: its causal masks)
+    layer_factor: float  # its layer pass's host time over the GPT layer's (host_time.layer_factor)
 
 
 def parts(run: Run) -> Parts:
@@ -252,7 +258,8 @@ def parts(run: Run) -> Parts:
         table.append(tuple((s.gpu_s, s.launch_s, s.moe_host_s, s.passes) for s in step.stages))
     rest = sum(t.seconds for t in step.terms if t.exposed and t.name not in ("compute", "bubble", "iteration", "data-loader"))
     return Parts(par.microbatches, par.pipeline, par.virtual_pipeline or 1, tuple(table), rest, te,
-                 _b(run.args, "check_for_nan_in_loss_and_grad"), iteration_tensors(fa, par), loader_seconds(fa, par))
+                 _b(run.args, "check_for_nan_in_loss_and_grad"), iteration_tensors(fa, par), loader_seconds(fa, par),
+                 host_time.layer_factor(fa, par))
 
 
 def _stages(p: Parts, f: Fit) -> list[tuple[float, float, float]]:
@@ -260,7 +267,7 @@ def _stages(p: Parts, f: Fit) -> list[tuple[float, float, float]]:
     fit's constants: a stage's host is its MoE launches, the profiled micro batch at the host's speed and its
     layer passes (TE's fitted figure, or the profiled one)."""
     stages = p.stages[SHARES.index(f.share)] if p.te else p.stages[0]
-    layer = f.te_host if p.te else f.speed * host_time.LAYER_PASS_S
+    layer = (f.te_host if p.te else f.speed * host_time.LAYER_PASS_S) * p.layer_factor
     forward = f.te_forward if p.te else host_time.MICROBATCH_FORWARD_SHARE
     beyond = f.te_mb if p.te else f.speed * host_time.MICROBATCH_S
     return [(microbatch_seconds(g, launch + beyond + layer * n, p.nan_check, forward) + moe, g,

@@ -164,7 +164,7 @@ def derive(sections: dict[str, Any], name: str | None, platform: str = DEFAULT_E
     if complete and training is not None and par is not None and (prepare is None or prepared is not None):
         converted_dir = _converted(init, mount, name)
         view = SpecView(training, par, res, prepared, hf, None if init is None else init.huggingface.path,
-                        converted_dir)
+                        converted_dir, sections.get("image"))
         flag_list = tuple(flags(view))
         # no estimate without a training length (megatron-train-length reports that spec instead),
         # nor when the micro-batches do not divide the batch (megatron-batch)

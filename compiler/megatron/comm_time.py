@@ -144,9 +144,10 @@ def all_to_all(n: int, bytes_: float, link: Link) -> float:
 
 
 def communication(args: Any, par: Any, gpu: Gpu, layers: int, params: float, recompute_fraction: float,
-                  backward_s: float, forward_s: float, attention_s: float) -> list[Comm]:
+                  backward_s: float, forward_s: float, attention_s: float, moe_layers: int = 0) -> list[Comm]:
     """The TP, CP, DP, PP and EP traffic of one iteration on a stage of `layers` layers holding
-    `params` parameters; backward_s/forward_s: one micro batch's GPU time (what overlap can hide)."""
+    `params` parameters; backward_s/forward_s: one micro batch's GPU time (what overlap can hide); moe_layers:
+    the stage's MoE layers (its MTP layers' too), whose tokens the expert-parallel all-to-alls move."""
     pp, tp, cp, dp = par.pipeline, par.tensor, par.context, par.data
     m, v, b = par.microbatches, par.virtual_pipeline or 1, par.micro_batch
     s, h = args.seq_length / cp, args.hidden_size
@@ -227,10 +228,13 @@ def communication(args: Any, par: Any, gpu: Gpu, layers: int, params: float, rec
         # Each rank dispatches the tokens it holds: with sequence parallel (which Megatron requires for
         # MoE with TP > 1) its s/tp slice of the sequence, each sent to top-k experts, (ep-1)/ep of them
         # to other ranks (token_dispatcher.py's all-to-all over the expert group)
+        # a MoE layer's dispatch and combine forward and their gradients backward; full recompute repeats
+        # the forward's two (the dense layers of --moe-layer-freq move none)
         routed = message * args.moe_router_topk * (par.expert - 1) / par.expert
-        ep_s = layers * m * 4 * all_to_all(par.expert, routed, link)
-        out.append(Comm("ep", ep_s, ep_s, f"4 all-to-alls of {routed / 2**20:.1f} MiB of routed tokens per MoE layer "
-                        f"and micro batch over {link.name}"))
+        calls = 4 + 2 * recompute_fraction
+        ep_s = moe_layers * m * calls * all_to_all(par.expert, routed, link)
+        out.append(Comm("ep", ep_s, ep_s, f"{calls:g} all-to-alls of {routed / 2**20:.1f} MiB of routed tokens per MoE "
+                        f"layer ({moe_layers} on the stage) and micro batch over {link.name}"))
     return out
 
 

@@ -12,7 +12,7 @@ import keyword
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..tuples import NamedTuple
-from ..schema.records import Parallelism, Resources, Training
+from ..schema.records import Image, Parallelism, Resources, Training
 from .data import Prefix
 from .fp8 import recipe_of
 from .parallel import data_parallel_size, world_size
@@ -55,6 +55,7 @@ class SpecView(NamedTuple):
     hf: HFArchitecture | None = None  # init_from's architecture: its flags replace the typed model's
     hf_path: str | None = None  # the Hugging Face directory: its tokenizer
     converted: str | None = None  # the converted checkpoint: --pretrained-checkpoint
+    image: Image | None = None  # the image the job runs in: what it installs decides Megatron's optimizer
 
 
 class Row(NamedTuple):

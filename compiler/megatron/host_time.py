@@ -42,6 +42,38 @@ MICROBATCH_FORWARD_SHARE = 0.505  # of a micro batch's host time, before the los
 ITERATION_S = 4.94e-3  # the iteration's host work beyond its per-tensor part
 PER_TENSOR_S = 1.84e-4  # per parameter tensor of the rank, without Apex or TE (grad norm sync, copies): the slope
 # of a line through the two profiles (28 and 96 tensors; the second's iteration also holds MoE work), not measured alone
+# A layer pass's host time by architecture, against the GPT layer (LayerNorm, GeLU, biases, one key/value head a
+# query head) the local profile and most of the TE fit's runs measured: tools/layer_host_bench.py timed Megatron's own
+# TransformerBlock at the pinned commit under its DDP, each feature alone on the GPT layer, 40 rounds interleaved
+# (tests/fixtures/h200-hosts/call21/pre-bench.txt; each feature's median layer pass over the GPT layer's, less one;
+# the rounds' quartiles are about +-15 % of a pass). RoPE's rotations are a dozen small ops each way on the local
+# layer and one fused kernel in TE's; the query/key norms are two modules more; without biases their adds and
+# gradients go. Added up they give the Llama layer 1.33 (measured 1.31) and Qwen3's 1.42 (1.35) on the local stack,
+# 0.92 (0.98) and 1.16 (1.05) on TE's.
+LAYER_FEATURES = {
+    "local": {"rope": 0.353, "swiglu": 0.046, "gqa": 0.087, "rmsnorm": 0.006, "no-bias": -0.158, "qk-norm": 0.089},
+    "te": {"rope": 0.031, "swiglu": 0.026, "gqa": -0.041, "rmsnorm": -0.005, "no-bias": -0.096, "qk-norm": 0.249},
+}
+
+
+def layer_features(args: Any, model: Any) -> tuple[str, ...]:
+    """The features of LAYER_FEATURES a model's layers have (args: FlopsArgs; model: layer_time.Model); multi-latent
+    attention's layers are TE's in every run here and keep the fitted figure."""
+    if getattr(args, "multi_latent_attention", False):
+        return ()
+    groups = args.num_query_groups if args.group_query_attention and args.num_query_groups else args.num_attention_heads
+    on = {"rope": model.rope, "swiglu": args.swiglu, "gqa": groups < args.num_attention_heads,
+          "rmsnorm": not model.layernorm, "no-bias": not model.bias, "qk-norm": model.qk_norm}
+    return tuple(f for f, v in on.items() if v)
+
+
+def layer_factor(args: Any, par: Any) -> float:
+    """A layer pass's host time over the GPT layer's on the run's stack (par: timing.Parallel): 1 plus each
+    feature's measured share; 1 on a stack no bench measured (Megatron-DeepSpeed's)."""
+    table = LAYER_FEATURES.get("te" if par.stack.startswith("te") else par.stack)
+    return 1.0 if table is None else 1.0 + sum(table[f] for f in layer_features(args, par.model))
+
+
 # Kernels a local layer launches a pass (norms, linears and their bias adds, RoPE, the attention's reshapes,
 # softmax, dropouts, residuals, forward and backward; counted from the source): the host floor of a stack
 # no profile measured, at the measured launch cost
@@ -56,7 +88,7 @@ def param_tensors(args: Any, model: Any, layers: int, first: bool, last: bool, u
     stage's final norm and output layer (the embedding's copy where tied and the stages differ)."""
     norm = 2 if model.layernorm else 1
     linear = 2 if model.bias else 1
-    per_layer = 2 * norm + 2 * linear
+    per_layer = 2 * norm + 2 * linear + (2 * norm if model.qk_norm else 0)  # --qk-layernorm: the query's and key's
     if args.num_experts is None:
         per_layer += 2 * linear
     else:
@@ -86,11 +118,20 @@ def microbatch_seconds(gpu_s: float, host_s: float, nan_check: bool,
             + max(gpu_s * (1 - GPU_FORWARD_SHARE), host_s * (1 - forward_share)))
 
 
-def fused_optimizer(stack: str) -> bool:
-    """Megatron takes TE's FusedAdam and multi-tensor gradient norm when TE imports (optimizer/__init__.py:14,
-    clip_grads.py:12), else Apex's (:20), which the Megatron-DeepSpeed stack has; torch's AdamW (foreach)
-    and the per-tensor local_multi_tensor_l2_norm only without either."""
-    return stack.startswith("te") or stack.startswith("deepspeed")
+def optimizer_impl(par: Any) -> str:
+    """The optimizer and gradient norm Megatron imports (par: timing.Parallel): TE's FusedAdam and multi-tensor
+    norm wherever TE imports (optimizer/__init__.py:14, clip_grads.py:12), whatever transformer_impl the layers
+    take, else Apex's (:20; the Megatron-DeepSpeed stack); torch's AdamW (foreach) and the per-tensor
+    local_multi_tensor_l2_norm only without either: "te", "apex" or "torch". par.optimizer where the run says
+    what its environment installed (tools/validate_timing.py reads Megatron's fallback warning), else the stack's."""
+    if par.optimizer is not None:
+        return str(par.optimizer)
+    return "te" if par.stack.startswith("te") else "apex" if par.stack.startswith("deepspeed") else "torch"
+
+
+def fused_optimizer(par: Any) -> bool:
+    """Whether the optimizer and gradient norm are fused multi-tensor kernels (TE's or Apex's)."""
+    return optimizer_impl(par) != "torch"
 
 
 def layer_passes(par: Any, layers: int) -> float:
@@ -104,7 +145,7 @@ def layer_passes(par: Any, layers: int) -> float:
 def iteration_tensors(args: Any, par: Any) -> int:
     """Parameter tensors the most loaded stage's optimizer walks one by one (without Apex or TE: the local
     gradient norm's sync, the distributed optimizer's copies); 0 with a fused optimizer."""
-    if fused_optimizer(par.stack):
+    if fused_optimizer(par):
         return 0
     pp, layers = par.pipeline, args.num_layers // par.pipeline
     stages = ((True, pp == 1),) + (((False, True),) if pp > 1 else ())

@@ -368,7 +368,7 @@ def hf_model_fields(a: HFArchitecture) -> dict[str, Any]:
         "moe_ffn_hidden_size": None if moe is None else moe.ffn_hidden_size,
         "moe_layer_freq": None if moe is None else moe.layer_freq,
         "moe_shared_expert_intermediate_size": None if moe is None else moe.shared_expert_size,
-        "mtp_num_layers": None if moe is None else moe.mtp_layers,
+        "mtp_num_layers": None if moe is None else moe.mtp_layers, "qk_layernorm": a.qk_layernorm,
     }
 
 

@@ -61,7 +61,7 @@ EXPERT_GEMMS = 6
 # (never seen before), te-ds-mla-moe and te-moe8-top2 (seen with the slope alone); their errors and call 17's
 # pre-registered ones are in docs/performance-model.md. A profile of te-moe32-top8 (call15/experiments):
 # GroupedLinear's forward 4.1 ms and backward 7.2 ms a call at 32 experts.
-GROUPED_EXPERT_GEMM_HOST_S = 7.8e-5
+GROUPED_EXPERT_GEMM_HOST_S = 7.9e-5
 GROUPED_MOE_LAYER_HOST_S = 6.5e-3
 # Fused attention (TE, cuDNN): its FLOPs (the causal half) at a share of the layer's GEMM rate, plus a
 # cost per computed score that does not grow with the head size (the attention dropout's random numbers,
@@ -124,6 +124,7 @@ class Model(NamedTuple):
     layernorm: bool = True  # False: RMSNorm (one statistic, no bias)
     dtype: str = "bf16"  # GEMM table: bf16 or fp16 (fp8 uses bf16's table and the FP8 ratio)
     untied: bool = False  # --untie-embeddings-and-output-weights: the output layer's own weight
+    qk_norm: bool = False  # --qk-layernorm: each head's query and key normalised (MLA: its latent norms, priced as MLA's)
 
 
 def _ffn_in(args: Any, ffn: float) -> float:
@@ -266,6 +267,9 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
         ew += rates.op_seconds("add", tokens * 2 * heads * d_qk / tp)
     elif model.rope:
         ew += 3 * rates.op_seconds("scale", tokens * (q + kv) / tp)
+    if model.qk_norm and not mla:  # a norm over each head's query and key (attention.py:1648-1652), after QKV
+        module = rates.qk_norm_module(not par.local_attention, model.layernorm)
+        ew += rates.QK_NORM_S_PER_ELEMENT[module] * tokens * (q + kv) / tp
     if model.bias and not fused:
         mlp_act += rates.op_seconds("add", tokens * _ffn_in(args, args.ffn_hidden_size) / tp)
     # each MTP layer's two norms beside the layer's (enorm, hnorm); its final norm is the head's below

@@ -7,7 +7,7 @@ from typing import Any
 
 from . import rates
 from .gpus import GPUS, MEASURED_GPU, Gpu
-from .host_time import fused_optimizer
+from .host_time import optimizer_impl
 
 
 # Apex's FusedAdam (Megatron-DeepSpeed's published rows): one pass of 28 bytes a parameter (the fp32 parameter,
@@ -30,11 +30,12 @@ def optimizer_seconds(par: Any, gpu: Gpu, params_per_rank: float) -> tuple[float
     hbm = rates.hbm_bytes_per_second() * gpu.hbm_tb_s / ref.hbm_tb_s
     slower = ref.hbm_tb_s / gpu.hbm_tb_s  # the H200's measured times on this GPU's memory
     rest = (6 * local + 4 * params_per_rank + (4 * params_per_rank if par.precision == "fp16" else 0)) / hbm
-    if par.stack.startswith("te"):
+    impl = optimizer_impl(par)
+    if impl == "te":
         step = (rates.FUSED_ADAM_S_PER_PARAM + rates.GRAD_NORM_S_PER_PARAM + rates.GRAD_CLIP_S_PER_PARAM) * local * slower
         what = (f"TE's FusedAdam over {local / 1e6:.1f} M parameters, its gradient norm and the clipping at their "
                 "per-parameter times measured in traces (rates.py)")
-    elif fused_optimizer(par.stack):
+    elif impl == "apex":
         step = (APEX_ADAM_BYTES + 4) * local / hbm
         what = f"Apex's FusedAdam over {local / 1e6:.1f} M parameters, one pass of {APEX_ADAM_BYTES} bytes each, + grad norm"
     else:

@@ -114,6 +114,13 @@ def grouped_gemm(t: Any) -> bool:
     return "--moe-grouped-gemm" in t.args or (isinstance(m, HFModel) and bridge_te_kernels(t))
 
 
+def qk_layernorm(t: Any) -> bool:
+    """--qk-layernorm as the launch passes it: in training.args, or the converted model's (huggingface.py: Qwen3's
+    and the DeepSeek bridges' configs set it); each head's query and key normalised (attention.py:1648-1652), or
+    with multi-latent attention its latent norms."""
+    return "--qk-layernorm" in t.args or bool(getattr(t.model, "qk_layernorm", False))
+
+
 def nan_check(t: Any) -> bool:
     """Megatron's check for NaN in the loss and gradients (a host sync in the loss function): on by
     default; off with --no-check-for-nan-in-loss-and-grad (arguments.py:2526) and with fp16's dynamic

@@ -170,3 +170,19 @@ TRACE_KERNELS: dict[str, tuple[str, ...]] = {  # each figure's kernels: every pa
     "GRAD_CLIP_S_PER_PARAM": ("multi_tensor_scale", "<float, float>"),
     "GRAD_NORM_S_PER_PARAM": ("multi_tensor_l2norm",),
 }
+
+
+# Megatron's query/key norms (--qk-layernorm: a norm over each head's query and key, attention.py:1648-1652) on the
+# GPU, measured on their own (tools/norm_host_bench.py; tests/fixtures/h200-hosts/call19/pre-bench.txt, TE 2.14.1):
+# torch's module, which the local spec's WrappedTorchNorm builds without Apex, and TE's, which TENorm builds, forward
+# and backward at the query's and key's shapes of two models (head size 128, 4.2 M to 16.8 M elements). A norm this
+# narrow ran 15-100 ps an element (its weight gradient sums every row into 128 columns), against 6.9 ps for the
+# layer's own norms: the median of the four shapes. Their host time is in the layer pass's (host_time.LAYER_FEATURES).
+QK_NORM_S_PER_ELEMENT = {"torch-rmsnorm": 34.25e-12, "torch-layernorm": 44.21e-12,
+                         "te-rmsnorm": 46.41e-12, "te-layernorm": 53.12e-12}
+
+
+def qk_norm_module(te: bool, layernorm: bool) -> str:
+    """The query/key norm's key in the table above: TE's (transformer_impl: transformer_engine) or torch's, and
+    LayerNorm or RMSNorm as the model's normalization."""
+    return ("te-" if te else "torch-") + ("layernorm" if layernorm else "rmsnorm")

@@ -28,17 +28,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..tuples import NamedTuple
-from . import rates
 from .comm_time import communication
 from .flops import flops_args, flops_split
-from . import host_time
+from . import host_time, rates
 from .host_time import iteration_tensors, layer_passes, microbatch_seconds
 from .optimizer_time import optimizer_seconds
+from .packages import image_optimizer
 from .gpus import GPUS, MEASURED_GPU, Gpu, gpu_named, gpu_of_flavor
 from .layer_time import Model, StageWork, _recomputed_fraction, stage_work
 from .memory import Estimate, estimate
 from .parallel import ParallelLayout, parallel_layout, world_size
-from .performance import gradient_accumulation_fusion, grouped_gemm, nan_check, resolve
+from .performance import gradient_accumulation_fusion, grouped_gemm, nan_check, qk_layernorm, resolve
 from .pretrain import num_microbatches, padded_vocab_size, train_iterations, virtual_pipeline_size, vocab_size
 from .data_loader import LOADER_MASK_BYTES_PER_S, loader_seconds, mask_bytes
 from .schedule import bubble_fraction
@@ -49,11 +49,11 @@ if TYPE_CHECKING:  # the spec as the step model reads it
 
 # BEGIN FIT (tools/validate_timing.py --write; docs/performance-model.md has the runs and the folds)
 HOST_SPEED = 0.795
-MODEL_ERROR = 0.26
-MEASURED_SPREAD: dict[str, tuple[float, float]] = {"host": (0.64, 1.51), "GPU": (0.91, 1.18)}
-TE_HOST_PER_LAYER = 0.004000
-TE_HOST_PER_ITERATION = 0.008102
-TE_HOST_PER_MICROBATCH = 0.012000
+MODEL_ERROR = 0.25
+MEASURED_SPREAD: dict[str, tuple[float, float]] = {"host": (0.64, 1.53), "GPU": (0.91, 1.18)}
+TE_HOST_PER_LAYER = 0.005000
+TE_HOST_PER_ITERATION = 0.008311
+TE_HOST_PER_MICROBATCH = 0.008000
 FUSED_ATTENTION_SHARE = 0.70
 TE_HOST_FORWARD_SHARE = 0.80
 STACK_FACTOR: dict[str, float] = {"local": 1.0, "te": 0.989, "deepspeed": 0.663}
@@ -114,6 +114,7 @@ class Parallel(NamedTuple):
     # --check-for-nan-in-loss-and-grad (Megatron's default; arguments.py:1164-1170 turns it off for fp16
     # with dynamic loss scaling): None, as Megatron decides
     nan_check: bool | None = None
+    optimizer: str | None = None  # what Megatron imports: "te", "apex" or "torch" (host_time.optimizer_impl); None: the stack's
 
     @property
     def world(self) -> int:
@@ -204,17 +205,17 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
     host_speed scales every profiled host figure; host_per_microbatch replaces a micro batch's beyond
     its layers, host_per_iteration the whole iteration's."""
     speed = HOST_SPEED if host_speed is None else host_speed
-    # a micro batch beyond its layers: the profiled local figure at the host's speed; Transformer Engine's
-    # fitted on the TE runs with several micro batches a step
+    # a micro batch beyond its layers: the local profile's at the host's speed, TE's fitted (its multi-micro-batch runs)
     h_mb = host_per_microbatch if host_per_microbatch is not None else TE_HOST_PER_MICROBATCH if _te(par) \
         else speed * host_time.MICROBATCH_S
     factor, fitted = (stack, True) if stack is not None else stack_factor(par, gpu)
-    # a layer pass on the host: Transformer Engine's layers TE_HOST_PER_LAYER (fitted on the TE runs), the
-    # local layer's the profiled figure at the host's speed; a stack no H200 run used (Megatron-DeepSpeed)
-    # its kernel launches at the measured launch cost, a floor to which tools/published_check.py fits its own
+    # a layer pass on the host: Transformer Engine's layers TE_HOST_PER_LAYER (fitted on the TE runs), the local
+    # layer's the profiled figure at the host's speed, each by its architecture (host_time.layer_factor); a stack no
+    # H200 run used (Megatron-DeepSpeed) its launches at the measured launch cost, which published_check.py fits on
     launch = rates.host_seconds_per_launch()
-    h_layer = (TE_HOST_PER_LAYER if te_host_per_layer is None else te_host_per_layer) if _te(par) \
-        else speed * host_time.LAYER_PASS_S if par.stack == "local" else host_time.LAUNCHES_PER_LAYER * launch
+    h_layer = host_time.layer_factor(args, par) * (
+        (TE_HOST_PER_LAYER if te_host_per_layer is None else te_host_per_layer) if _te(par)
+        else speed * host_time.LAYER_PASS_S if par.stack == "local" else host_time.LAUNCHES_PER_LAYER * launch)
     if _te(par) and par.fused_attention_share is None:
         par = par._replace(fused_attention_share=FUSED_ATTENTION_SHARE)
     if _te(par) and par.fused_attention_score_s is None:
@@ -251,7 +252,8 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
     attention_s = _scale(gpu, w0._replace(gemm=0, elementwise=0, grad_accumulation=0, moe=0, head=0, embedding=0),
                          factor) / max(1, layers)
     comms = communication(args, par, gpu, layers, params_per_rank, _recomputed_fraction(par, layers),
-                          backward_s=stages[-1].gpu_s * 2 / 3, forward_s=stages[0].gpu_s / 3, attention_s=attention_s)
+                          backward_s=stages[-1].gpu_s * 2 / 3, forward_s=stages[0].gpu_s / 3, attention_s=attention_s,
+                          moe_layers=max(w.moe_layers for w in works))
     opt_s, opt_note = optimizer_seconds(par, gpu, params_per_rank)
     optimizer = Term("optimizer", opt_s, True, True, opt_note)
     critical = max(stages, key=lambda s: s.microbatch_s)
@@ -309,7 +311,7 @@ def _nan_check(par: Parallel) -> bool:
 
 
 def _fused_optimizer(par: Parallel) -> bool:
-    return host_time.fused_optimizer(par.stack)
+    return host_time.fused_optimizer(par)
 
 
 def _te(par: Parallel) -> bool:
@@ -390,9 +392,9 @@ def parallel_of(spec: SpecView | JobSpec, layout: ParallelLayout) -> Parallel:
         grouped_gemm=grouped_gemm(t), nan_check=nan_check(t), attention_mask=options.attention_mask,
         rdma=res.rdma, local_attention=local, fused_kernels=t.fused_kernels,
         grad_accumulation_fusion=gradient_accumulation_fusion(t),
-        precision=t.precision, stack="local" if local else "te",
+        precision=t.precision, stack="local" if local else "te", optimizer=image_optimizer(spec.image, not local),
         model=Model(bias=not m.disable_bias_linear, rope=m.position_embedding == "rope",
                     learned_position=m.position_embedding == "learned_absolute",
                     layernorm=m.normalization != "RMSNorm", dtype="fp16" if t.precision == "fp16" else "bf16",
-                    untied=m.untie_embeddings),
+                    untied=m.untie_embeddings, qk_norm=qk_layernorm(t)),
     )

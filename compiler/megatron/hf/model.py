@@ -22,3 +22,4 @@ class HFModel(Model):
     moe_layer_freq: tuple[int, ...] | None
     moe_shared_expert_intermediate_size: int | None
     mtp_num_layers: int | None
+    qk_layernorm: bool  # each head's query and key normalised (or MLA's latent norms): the step time prices them
