@@ -26,7 +26,7 @@ def predicted(path: Path) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("call", ["call6", "call7/te", "call11", "call12", "call13", "call15", "call16", "call17",
-                                  "call19"])
+                                  "call19", "call22"])
 def test_readme_table_is_the_logs_against_the_predictions_made_before(call: str) -> None:
     readme = (HOSTS / "README.md").read_text()
     pred = predicted(HOSTS / call / "predicted-before.txt")

@@ -259,10 +259,12 @@ def test_leave_one_out_holds_the_committed_worst_fold() -> None:
     # the doc's figure; it is NOT the 15 % of the acceptance: host-bound runs (the tiny model, b1) measured on
     # lent hosts that ran the same job up to 2.2x apart miss it (docs/performance-model.md,
     # tests/fixtures/h200-hosts)
+    # call 22's host ran the tiny GPT with 8 layers in 100.7 ms where calls 6 and 11 took 198 and 175: its
+    # host-bound Llama-shaped run is the worst (+78 %), call 6's tiny runs the other way (-43 %)
     own = [r for r in VALIDATION["rows"] if not r["contended"]]
-    assert len(own) >= 91
-    assert VALIDATION["worst"] <= 0.55
-    assert sum(abs(r["error"]) <= 0.15 for r in own) >= 70
+    assert len(own) >= 120
+    assert VALIDATION["worst"] <= 0.78
+    assert sum(abs(r["error"]) <= 0.15 for r in own) >= 84
 
 
 def test_gpu_bound_runs_hold_the_committed_worst() -> None:
@@ -296,11 +298,13 @@ def test_a_run_with_an_option_the_model_does_not_price_is_shown_not_fitted() -> 
 
 
 def test_local_runs_but_the_host_bound_hold_the_committed_worst() -> None:
-    # the committed figure, not an acceptance: the runs without TE but the host-bound tiny model and micro batch 1
-    # at s 2048 (b1, whose hosts ran it 28.6 and 39.1 ms); the worst is call6/mem-l4-ga4, -16 % on call 6's slow host
+    # the committed figure, not an acceptance: the runs without TE but the host-bound tiny model, micro batch 1
+    # at s 2048 (b1, whose hosts ran it 28.6 and 39.1 ms) and the Llama- and Qwen-shaped host-bound stacks of calls 19
+    # and 22 (-6..+78 %: call 22's host ran Python about 1.8x as fast as calls 6 and 11's); the worst is
+    # call6/mem-l4-ga4, -16 % on call 6's slow host
     host_bound = ("tiny-l2-h256", "tiny-l2-h256-ga1", "b1", "call6/mem-b1")
-    dense = [r for r in VALIDATION["rows"] if not r["contended"] and "tiny" not in r["name"]
-             and r["name"] not in host_bound and not r["te"] and not r["unpriced"]]
+    dense = [r for r in VALIDATION["rows"] if not r["contended"] and "tiny" not in r["name"] and "qwen" not in r["name"]
+             and "llama-h512" not in r["name"] and r["name"] not in host_bound and not r["te"] and not r["unpriced"]]
     assert len(dense) >= 33
     assert max(abs(r["error"]) for r in dense) <= 0.16
 
@@ -317,10 +321,11 @@ def test_transformer_engine_runs_within_15_percent() -> None:
     assert max(abs(r["error"]) for r in te) <= 0.39
     grouped = [r for r in te if "te-moe" in r["name"] and "seq" not in r["name"]]
     assert len(grouped) >= 10 and max(abs(r["error"]) for r in grouped) <= 0.35
-    # call 19's host-bound Qwen-shaped TE runs (-22 %) moved TE's fitted host per layer pass from 4.0 to 5.0 ms, which
-    # takes te-l12-full-u1 (GPT layers, 12 of them recomputed) from +2 to +23 %: the lent hosts' TE Python disagrees
+    # the host-bound TE runs of calls 19 and 22 on hosts at both ends (call 19's Qwen-shaped -27 and -31 %, call 22's
+    # Llama and Qwen3 +30 and +23 %) refit TE's host per layer pass from 4.0 to 2.8 ms and per micro batch from 12 to
+    # 16: the lent hosts' TE Python disagrees
     assert max(abs(r["error"]) for r in te if "ga8" not in r["name"] and "nomask" not in r["name"]
-               and r not in grouped) <= 0.24
+               and r not in grouped) <= 0.31
 
 
 def test_moe_experts_priced_by_the_profiled_gemm_host_cost() -> None:

@@ -40,7 +40,7 @@ def test_replace_refuses_a_field_the_record_does_not_have(spec):
 
 def test_extend_types_what_is_derived_beyond_the_spec(spec):
     extra = {"kv_channels": 128, "mla": None, "moe_layer_freq": None, "moe_shared_expert_intermediate_size": None,
-             "mtp_num_layers": None}
+             "mtp_num_layers": None, "qk_layernorm": False}
     model = extend(spec.training.model, HFModel, **extra)
     assert isinstance(model, Model) and model.kv_channels == 128
     assert model.num_layers == spec.training.model.num_layers

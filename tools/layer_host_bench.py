@@ -27,6 +27,8 @@ import sys
 import time
 from typing import Any, NamedTuple
 
+from yardstick import python_loop_line  # tools/, beside this script
+
 LONG, SHORT, ROUNDS, BURST = 8, 2, 40, 3
 H, HEADS, FFN, S = 256, 4, 1024, 16
 
@@ -157,11 +159,7 @@ def main() -> None:
             print(f"{stack} {arch.name}: {statistics.median(per) * 1e3:.3f} ms a layer pass (quartiles {q[0] * 1e3:.3f}-"
                   f"{q[2] * 1e3:.3f} over {ROUNDS} rounds; steps {statistics.median(times[stack, arch.name, LONG]) * 1e3:.2f} "
                   f"ms at {LONG} layers, {statistics.median(times[stack, arch.name, SHORT]) * 1e3:.2f} at {SHORT})", flush=True)
-    t0 = time.perf_counter()
-    s = 0
-    for i in range(3_000_000):
-        s += i
-    print(f"python loop 3M adds: {(time.perf_counter() - t0) * 1e3:.1f} ms")
+    print(python_loop_line())
 
 
 if __name__ == "__main__":

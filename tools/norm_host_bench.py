@@ -26,6 +26,7 @@ import time
 from typing import Any, Callable
 
 import torch
+from yardstick import python_loop_line  # tools/, beside this script
 
 K = 32
 REPS = 40
@@ -112,11 +113,7 @@ def main() -> None:
         gpu = " ".join(f"{tag}={gpu_seconds(make, shape) * 1e6:.1f}us({shape[0] * shape[1] * shape[2] * HEAD} el)"
                        for tag, shape in SHAPES.items())
         print(f"{name}: host {per * 1e6:.1f} us a module fwd+bwd; kernels {kernels(make)}; gpu {gpu}", flush=True)
-    t0 = time.perf_counter()
-    s = 0
-    for i in range(3_000_000):
-        s += i
-    print(f"python loop 3M adds: {(time.perf_counter() - t0) * 1e3:.1f} ms")
+    print(python_loop_line())
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@
 # tools/fakepg.py), and .dev/megatron (Megatron-LM's runtime subset at the pinned commit).
 # tools/te_measure.py says how the runs share the GPU (never two timed at once).
 #
-# PRE_BENCH (optional): a script of $TE_DIR/tools run alone before the launches, its output in summary.txt.
+# PRE_BENCH (optional): a script of $TE_DIR/tools (with tools/yardstick.py beside it) run alone before the
+# launches, its output in summary.txt.
 # Writes $OUT/summary.txt and $OUT/te-measure.tar.gz (every log), rewritten after each step so a
 # command cut short still returns what it did. BUDGET_S (default 480): no launch starts after it.
 set -uo pipefail

@@ -54,9 +54,6 @@ _ITER = re.compile(r" iteration +(\d+)/ *(\d+) \|.*\| elapsed time per iteration
 _PARAMS = re.compile(r"number of parameters on \(tensor, pipeline\) model parallel rank \(\d+, \d+\): (\d+)")
 _STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\] iteration +(\d+)/")
 _VOCAB = re.compile(r"> padded vocab \(size: (\d+)\)")
-# Megatron's warning where neither TE nor Apex imports (optimizer/__init__.py:25): torch's AdamW and the per-tensor
-# gradient norm; its absence: TE's FusedAdam (the device calls that installed TE ran the local specs with it too)
-_TORCH_OPTIMIZER = "Transformer Engine and Apex are not installed. Falling back to Torch optimizers."
 _EXIT = re.compile(r"\[exiting program after receiving SIGTERM\.\] datetime: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)")
 
 
@@ -131,7 +128,7 @@ def load_runs() -> list[Run]:
             continue
         runs.append(Run(name, ", ".join(str(p.relative_to(REPO)) for p in logs), args, max(params),
                         statistics.median(steady) / 1e3, len(steady), contended, unpriced(args), gpw,
-                        "torch" if _TORCH_OPTIMIZER in text else "te"))
+                        "torch" if host_time.TORCH_OPTIMIZER_WARNING in text else "te"))
     return runs
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..tuples import NamedTuple
 from . import rates
+from .flops import query_groups
 from .gpus import GPUS, LINK_EFFICIENCY, MEASURED_GPU, Gpu, worker_network
 
 BF16_BYTES, FP32_BYTES = 2, 4
@@ -181,7 +182,7 @@ def communication(args: Any, par: Any, gpu: Gpu, layers: int, params: float, rec
                     if tp > 1 else "no tensor parallelism"))
     # CP: ring attention passes K and V around cp-1 times forward, K, V and their gradients backward;
     # TE overlaps each exchange with the attention of the chunk it has
-    groups = args.num_query_groups if args.group_query_attention and args.num_query_groups else args.num_attention_heads
+    groups = query_groups(args)
     kv = 2 * b * s * max(1, groups // tp) * args.kv_channels * BF16_BYTES
     link = _link(gpu, par, cp, stride=tp)
     lat = send(0.0, link)
@@ -251,7 +252,7 @@ def userbuffer_exposed(args: Any, par: Any, gpu: Gpu, one: float, layers: int, m
     measured rates scaled by the GPU's dense peak."""
     scale = GPUS[MEASURED_GPU].bf16_dense_tflops / gpu.bf16_dense_tflops
     tp, tokens, h = par.tensor, par.micro_batch * args.seq_length / par.context, args.hidden_size
-    groups = args.num_query_groups if args.group_query_attention and args.num_query_groups else args.num_attention_heads
+    groups = query_groups(args)
     q, kv = args.num_attention_heads * args.kv_channels, groups * args.kv_channels
     f = args.ffn_hidden_size
     shapes = {"qkv": ((q + 2 * kv) / tp, h), "proj": (h, q / tp), "fc1": ((2 * f if args.swiglu else f) / tp, h),
@@ -283,7 +284,7 @@ def wgrad_share(args: Any) -> float:
     """The column-parallel linears' (QKV, FC1) weight-gradient GEMMs as a share of a layer's backward
     GEMMs (data and weight gradients of QKV, projection, FC1, FC2), by their FLOPs: what the backward's
     asynchronous TP collectives can run behind."""
-    groups = args.num_query_groups if args.group_query_attention and args.num_query_groups else args.num_attention_heads
+    groups = query_groups(args)
     kv, heads = args.kv_channels, args.num_attention_heads
     qkv, proj = (heads + 2 * groups) * kv, heads * kv
     fc1, fc2 = args.ffn_hidden_size * (2 if args.swiglu else 1), args.ffn_hidden_size

@@ -67,6 +67,12 @@ UNREAD_SHAPE_FLAGS = {
 }
 
 
+def query_groups(args: Any) -> int:
+    """The key/value heads (Megatron's num_query_groups; arguments.py sets it to the heads without GQA)."""
+    return int(args.num_query_groups if args.group_query_attention and args.num_query_groups
+               else args.num_attention_heads)
+
+
 class FlopsSplit(NamedTuple):
     total: float  # what Megatron's function returns for the global batch
     logits: float  # the output layer (and MTP logits): all on the last pipeline stage

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .flops import query_groups
 from .layer_time import _recomputed_fraction
 
 # profiled seconds (tools/trace_summary.py --phases on the fixtures; tests/test_host_time.py recomputes them)
@@ -42,36 +43,36 @@ MICROBATCH_FORWARD_SHARE = 0.505  # of a micro batch's host time, before the los
 ITERATION_S = 4.94e-3  # the iteration's host work beyond its per-tensor part
 PER_TENSOR_S = 1.84e-4  # per parameter tensor of the rank, without Apex or TE (grad norm sync, copies): the slope
 # of a line through the two profiles (28 and 96 tensors; the second's iteration also holds MoE work), not measured alone
-# A layer pass's host time by architecture, against the GPT layer (LayerNorm, GeLU, biases, one key/value head a
-# query head) the local profile and most of the TE fit's runs measured: tools/layer_host_bench.py timed Megatron's own
-# TransformerBlock at the pinned commit under its DDP, each feature alone on the GPT layer, 40 rounds interleaved
-# (tests/fixtures/h200-hosts/call21/pre-bench.txt; each feature's median layer pass over the GPT layer's, less one;
-# the rounds' quartiles are about +-15 % of a pass). RoPE's rotations are a dozen small ops each way on the local
-# layer and one fused kernel in TE's; the query/key norms are two modules more; without biases their adds and
-# gradients go. Added up they give the Llama layer 1.33 (measured 1.31) and Qwen3's 1.42 (1.35) on the local stack,
-# 0.92 (0.98) and 1.16 (1.05) on TE's.
-LAYER_FEATURES = {
-    "local": {"rope": 0.353, "swiglu": 0.046, "gqa": 0.087, "rmsnorm": 0.006, "no-bias": -0.158, "qk-norm": 0.089},
-    "te": {"rope": 0.031, "swiglu": 0.026, "gqa": -0.041, "rmsnorm": -0.005, "no-bias": -0.096, "qk-norm": 0.249},
-}
+# A local layer pass's host time by architecture, against the GPT layer (LayerNorm, GeLU, biases, one key/value head
+# a query head) the profile measured: tools/layer_host_bench.py timed Megatron's own TransformerBlock at the pinned
+# commit under its DDP, the local spec with the compiled launches' unfused kernels, each feature alone on the GPT
+# layer, 40 rounds interleaved (tests/fixtures/h200-hosts/call21/pre-bench.txt; each feature's median layer pass over
+# the GPT layer's, less one; the rounds' quartiles are about +-15 % of a pass). RoPE's rotations are a dozen small ops
+# each way unfused; the query/key norms two modules more; without biases their adds and gradients go. Added up they
+# give the Llama layer 1.33 (measured 1.31) and Qwen3's 1.42 (1.35). Call 22 ran RoPE beside its twin on one host:
+# +14.6 % a step, where this share gives +28 %. Transformer Engine's layer is not scaled: the same bench resolved no
+# TE feature beyond its rounds' spread (GPT 4.47 ms a pass, Llama 0.98 of it, Qwen3 1.05), and its fitted pass is
+# over the TE runs of every architecture.
+LAYER_FEATURES = {"rope": 0.353, "swiglu": 0.046, "gqa": 0.087, "rmsnorm": 0.006, "no-bias": -0.158, "qk-norm": 0.089}
 
 
-def layer_features(args: Any, model: Any) -> tuple[str, ...]:
-    """The features of LAYER_FEATURES a model's layers have (args: FlopsArgs; model: layer_time.Model); multi-latent
-    attention's layers are TE's in every run here and keep the fitted figure."""
-    if getattr(args, "multi_latent_attention", False):
+def layer_features(args: Any, par: Any) -> tuple[str, ...]:
+    """The features of LAYER_FEATURES a local model's layers have (args: FlopsArgs; par: timing.Parallel): RoPE
+    only unfused (fused_kernels: false, as the bench ran it: a fused RoPE is one kernel each way), SwiGLU only in a
+    dense model's layers (a MoE layer's experts are priced on their own); none on another stack, nor with
+    multi-latent attention (TE's in every run here)."""
+    if par.stack != "local" or getattr(args, "multi_latent_attention", False):
         return ()
-    groups = args.num_query_groups if args.group_query_attention and args.num_query_groups else args.num_attention_heads
-    on = {"rope": model.rope, "swiglu": args.swiglu, "gqa": groups < args.num_attention_heads,
-          "rmsnorm": not model.layernorm, "no-bias": not model.bias, "qk-norm": model.qk_norm}
+    m = par.model
+    on = {"rope": m.rope and not par.fused_kernels, "swiglu": args.swiglu and args.num_experts is None,
+          "gqa": query_groups(args) < args.num_attention_heads, "rmsnorm": not m.layernorm, "no-bias": not m.bias,
+          "qk-norm": m.qk_norm}
     return tuple(f for f, v in on.items() if v)
 
 
 def layer_factor(args: Any, par: Any) -> float:
-    """A layer pass's host time over the GPT layer's on the run's stack (par: timing.Parallel): 1 plus each
-    feature's measured share; 1 on a stack no bench measured (Megatron-DeepSpeed's)."""
-    table = LAYER_FEATURES.get("te" if par.stack.startswith("te") else par.stack)
-    return 1.0 if table is None else 1.0 + sum(table[f] for f in layer_features(args, par.model))
+    """A layer pass's host time over the GPT layer's: 1 plus each of its features' measured share (layer_features)."""
+    return 1.0 + sum(LAYER_FEATURES[f] for f in layer_features(args, par))
 
 
 # Kernels a local layer launches a pass (norms, linears and their bias adds, RoPE, the attention's reshapes,
@@ -116,6 +117,11 @@ def microbatch_seconds(gpu_s: float, host_s: float, nan_check: bool,
         return max(gpu_s, host_s)
     return (max(gpu_s * GPU_FORWARD_SHARE, host_s * forward_share)
             + max(gpu_s * (1 - GPU_FORWARD_SHARE), host_s * (1 - forward_share)))
+
+
+# Megatron's warning where neither TE nor Apex imports (optimizer/__init__.py:25): torch's AdamW and the per-tensor
+# gradient norm follow; a log without it ran TE's (no lent host had Apex; tools/validate_timing.py reads it)
+TORCH_OPTIMIZER_WARNING = "Transformer Engine and Apex are not installed. Falling back to Torch optimizers."
 
 
 def optimizer_impl(par: Any) -> str:

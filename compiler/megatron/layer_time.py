@@ -37,7 +37,7 @@ from typing import Any, Sequence
 
 from ..tuples import NamedTuple
 from . import rates
-from .flops import moe_pattern
+from .flops import moe_pattern, query_groups
 
 # Kernel launches a MoE layer adds to the dense layer pass host_time.py measured (forward + backward),
 # counted from the source: per local expert, and the routing.
@@ -61,7 +61,7 @@ EXPERT_GEMMS = 6
 # (never seen before), te-ds-mla-moe and te-moe8-top2 (seen with the slope alone); their errors and call 17's
 # pre-registered ones are in docs/performance-model.md. A profile of te-moe32-top8 (call15/experiments):
 # GroupedLinear's forward 4.1 ms and backward 7.2 ms a call at 32 experts.
-GROUPED_EXPERT_GEMM_HOST_S = 7.9e-5
+GROUPED_EXPERT_GEMM_HOST_S = 7.8e-5
 GROUPED_MOE_LAYER_HOST_S = 6.5e-3
 # Fused attention (TE, cuDNN): its FLOPs (the causal half) at a share of the layer's GEMM rate, plus a
 # cost per computed score that does not grow with the head size (the attention dropout's random numbers,
@@ -148,7 +148,7 @@ def _attention_linears(args: Any, tp: int, sp: int, local: bool) -> list[tuple[f
         return q + [(rows, (args.kv_lora_rank + args.qk_pos_emb_head_dim) / split, h),
                     (1, heads * (args.qk_head_dim + args.v_head_dim) / tp, args.kv_lora_rank),
                     (1, h, heads * args.v_head_dim / tp)]
-    groups = args.num_query_groups if args.group_query_attention and args.num_query_groups else heads
+    groups = query_groups(args)
     q, kv = heads * args.kv_channels, groups * args.kv_channels
     return [(1, (q + 2 * kv) / tp, h), (1, h, q / tp)]
 
@@ -195,7 +195,7 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
     h, s = args.hidden_size, args.seq_length / cp
     tokens = b * s
     heads = args.num_attention_heads
-    groups = args.num_query_groups if args.group_query_attention and args.num_query_groups else heads
+    groups = query_groups(args)
     d = args.kv_channels
     q, kv = heads * d, groups * d
     d_qk, d_v = _head_dims(args)
@@ -262,7 +262,7 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
         # rank's rows as the down projections), RoPE on the positional parts only (the query's per head, the
         # key's shared), and the concatenations of each head's query and key from their two parts
         pe = args.qk_pos_emb_head_dim
-        ew += rates.op_seconds("layernorm", tokens / sp * ((args.q_lora_rank or 0) + args.kv_lora_rank)) * 0.8
+        ew += rates.op_seconds("layernorm", tokens / sp * ((args.q_lora_rank or 0) + args.kv_lora_rank)) * 0.8 * model.qk_norm
         ew += 3 * rates.op_seconds("scale", tokens * (heads * pe / tp + pe))
         ew += rates.op_seconds("add", tokens * 2 * heads * d_qk / tp)
     elif model.rope:

@@ -9,7 +9,7 @@ from typing import Any
 # NVIDIA's PyTorch containers ship Transformer Engine (the container release notes' package list; 25.03-py3, the
 # schema's example base, has TE 2.1): Megatron then imports TE's FusedAdam and multi-tensor gradient norm whatever
 # transformer_impl its layers take (optimizer/__init__.py:14, clip_grads.py:12)
-NGC_PYTORCH = "nvcr.io/nvidia/pytorch:"
+NGC_PYTORCH = "nvcr.io/nvidia/pytorch"
 
 
 def image_packages(init_from: Any) -> tuple[str, ...]:
@@ -24,5 +24,7 @@ def image_packages(init_from: Any) -> tuple[str, ...]:
 
 def image_optimizer(image: Any, te_layers: bool) -> str | None:
     """The optimizer Megatron imports in the spec's image (host_time.optimizer_impl's names): TE's in an NGC PyTorch
-    image or with TE's layers (which need TE); None, the stack's, for a base the compiler cannot see into."""
-    return "te" if te_layers or (image is not None and image.base.startswith(NGC_PYTORCH)) else None
+    image (by tag or digest) or with TE's layers (which need TE); None, the stack's, for a base the compiler cannot
+    see into."""
+    ngc = image is not None and image.base.startswith(NGC_PYTORCH) and image.base[len(NGC_PYTORCH):][:1] in (":", "@")
+    return "te" if te_layers or ngc else None

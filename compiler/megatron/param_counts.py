@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..tuples import NamedTuple
-from .flops import flops_args, moe_pattern
+from .flops import flops_args, moe_pattern, query_groups
 from .parallel import ParallelLayout as Layout
 
 
@@ -41,7 +41,7 @@ def parts(t: Any, padded_vocab: int) -> Parts:
     m = t.model
     a = flops_args(m, padded_vocab)
     h, heads = a.hidden_size, a.num_attention_heads
-    groups = a.num_query_groups if a.group_query_attention and a.num_query_groups is not None else heads
+    groups = query_groups(a)
     num_experts = 1 if a.num_experts is None else a.num_experts
     gated = 3 / 2 if a.swiglu else 1
     norm_size = 1 if m.normalization == "RMSNorm" else 2

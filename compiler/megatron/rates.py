@@ -175,9 +175,10 @@ TRACE_KERNELS: dict[str, tuple[str, ...]] = {  # each figure's kernels: every pa
 # Megatron's query/key norms (--qk-layernorm: a norm over each head's query and key, attention.py:1648-1652) on the
 # GPU, measured on their own (tools/norm_host_bench.py; tests/fixtures/h200-hosts/call19/pre-bench.txt, TE 2.14.1):
 # torch's module, which the local spec's WrappedTorchNorm builds without Apex, and TE's, which TENorm builds, forward
-# and backward at the query's and key's shapes of two models (head size 128, 4.2 M to 16.8 M elements). A norm this
-# narrow ran 15-100 ps an element (its weight gradient sums every row into 128 columns), against 6.9 ps for the
-# layer's own norms: the median of the four shapes. Their host time is in the layer pass's (host_time.LAYER_FEATURES).
+# and backward over a head size of 128 at four query and key shapes (4.2 M to 16.8 M elements; a head size of 64, the
+# call's h1024 runs', was not measured). A norm this narrow ran 15-100 ps an element (its weight gradient sums every
+# row into the head's columns), not rising with the elements, against 6.9 ps for the layer's own norms: the median of
+# the four shapes, a rough rate. Their host time: a local layer's feature (host_time.LAYER_FEATURES).
 QK_NORM_S_PER_ELEMENT = {"torch-rmsnorm": 34.25e-12, "torch-layernorm": 44.21e-12,
                          "te-rmsnorm": 46.41e-12, "te-layernorm": 53.12e-12}
 
