@@ -299,12 +299,13 @@ def test_a_run_with_an_option_the_model_does_not_price_is_shown_not_fitted() -> 
 
 def test_local_runs_but_the_host_bound_hold_the_committed_worst() -> None:
     # the committed figure, not an acceptance: the runs without TE but the host-bound tiny model, micro batch 1
-    # at s 2048 (b1, whose hosts ran it 28.6 and 39.1 ms) and the Llama- and Qwen-shaped host-bound stacks of calls 19
-    # and 22 (-6..+78 %: call 22's host ran Python about 1.8x as fast as calls 6 and 11's); the worst is
-    # call6/mem-l4-ga4, -16 % on call 6's slow host
-    host_bound = ("tiny-l2-h256", "tiny-l2-h256-ga1", "b1", "call6/mem-b1")
-    dense = [r for r in VALIDATION["rows"] if not r["contended"] and "tiny" not in r["name"] and "qwen" not in r["name"]
-             and "llama-h512" not in r["name"] and r["name"] not in host_bound and not r["te"] and not r["unpriced"]]
+    # at s 2048 (b1, whose hosts ran it 28.6 and 39.1 ms) and call 22's host-bound Llama and Qwen3 stacks (+78 and +29 %:
+    # that host ran Python about 1.8x as fast as calls 6 and 11's); the worst is call6/mem-l4-ga4, -16 % on call 6's
+    # slow host
+    host_bound = ("tiny-l2-h256", "tiny-l2-h256-ga1", "b1", "call6/mem-b1", "call22/mem-llama-h512-l8",
+                  "call22/mem-qwen3-h768-l6-qk")
+    dense = [r for r in VALIDATION["rows"] if not r["contended"] and "tiny" not in r["name"]
+             and r["name"] not in host_bound and not r["te"] and not r["unpriced"]]
     assert len(dense) >= 33
     assert max(abs(r["error"]) for r in dense) <= 0.16
 

@@ -92,6 +92,7 @@ def test_an_ngc_image_has_te_and_so_its_optimizer() -> None:
                    registry_username=None, base_login="auto")
     assert image_optimizer(image("nvcr.io/nvidia/pytorch:25.03-py3"), False) == "te"
     assert image_optimizer(image("nvcr.io/nvidia/pytorch@sha256:" + "0" * 64), False) == "te"
+    assert image_optimizer(image("nvcr.io/nvidia/pytorch"), False) == "te"
     assert image_optimizer(image("nvcr.io/nvidia/pytorch-extra:1"), False) is None
     assert image_optimizer(image("docker.io/pytorch/pytorch:2.6.0-cuda12.4-cudnn9-runtime"), False) is None
     assert image_optimizer(image("docker.io/pytorch/pytorch:2.6.0"), True) == "te"

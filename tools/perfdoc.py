@@ -293,7 +293,7 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "a pass instead; the local layer pass by its architecture against the GPT layer the profile measured (x 1 + "
         "each feature's share: RoPE unfused, SwiGLU, GQA, RMSNorm, no biases, the query/key norms; host_time.LAYER_FEATURES: "
         f"a Llama layer {1 + sum(v for k, v in host_time.LAYER_FEATURES.items() if k != 'qk-norm'):.2f}); TE's not "
-        "(its bench resolved no feature beyond the rounds' spread) | the split measured in the profiled runs "
+        "(its bench resolved only the query/key norms and no biases, and its features added overshoot its Qwen3 layer) | the split measured in the profiled runs "
         "(compiler/megatron/host_time.py, `tools/trace_summary.py --phases`); the features' shares measured on Megatron's "
         "own layers under its DDP, 40 interleaved rounds (tools/layer_host_bench.py, tests/fixtures/h200-hosts/call21); "
         "HOST_SPEED, the lent hosts' speed against the profiled figures, fitted on "

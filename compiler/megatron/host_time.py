@@ -50,9 +50,10 @@ PER_TENSOR_S = 1.84e-4  # per parameter tensor of the rank, without Apex or TE (
 # the GPT layer's, less one; the rounds' quartiles are about +-15 % of a pass). RoPE's rotations are a dozen small ops
 # each way unfused; the query/key norms two modules more; without biases their adds and gradients go. Added up they
 # give the Llama layer 1.33 (measured 1.31) and Qwen3's 1.42 (1.35). Call 22 ran RoPE beside its twin on one host:
-# +14.6 % a step, where this share gives +28 %. Transformer Engine's layer is not scaled: the same bench resolved no
-# TE feature beyond its rounds' spread (GPT 4.47 ms a pass, Llama 0.98 of it, Qwen3 1.05), and its fitted pass is
-# over the TE runs of every architecture.
+# +14.6 % a step, where this share gives +30 %. Transformer Engine's layer is not scaled: of its features the bench
+# resolved only the query/key norms (+25 %) and no biases (-10 %) beyond the rounds' spread, and TE's features added
+# overshoot its whole Qwen3 layer (1.16 against 1.05 of GPT's 4.47 ms); its fitted pass is over the TE runs of every
+# architecture, and TE's query/key norms' host time is priced nowhere else.
 LAYER_FEATURES = {"rope": 0.353, "swiglu": 0.046, "gqa": 0.087, "rmsnorm": 0.006, "no-bias": -0.158, "qk-norm": 0.089}
 
 

@@ -24,7 +24,7 @@ def image_packages(init_from: Any) -> tuple[str, ...]:
 
 def image_optimizer(image: Any, te_layers: bool) -> str | None:
     """The optimizer Megatron imports in the spec's image (host_time.optimizer_impl's names): TE's in an NGC PyTorch
-    image (by tag or digest) or with TE's layers (which need TE); None, the stack's, for a base the compiler cannot
+    image (by tag, digest or neither) or with TE's layers (which need TE); None, the stack's, for a base the compiler cannot
     see into."""
-    ngc = image is not None and image.base.startswith(NGC_PYTORCH) and image.base[len(NGC_PYTORCH):][:1] in (":", "@")
+    ngc = image is not None and image.base.startswith(NGC_PYTORCH) and image.base[len(NGC_PYTORCH):][:1] in ("", ":", "@")
     return "te" if te_layers or ngc else None

@@ -210,7 +210,7 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
         else speed * host_time.MICROBATCH_S
     factor, fitted = (stack, True) if stack is not None else stack_factor(par, gpu)
     # a layer pass on the host: Transformer Engine's layers TE_HOST_PER_LAYER (fitted on the TE runs), the local
-    # layer's the profiled figure at the host's speed, each by its architecture (host_time.layer_factor); a stack no
+    # layer's the profiled figure at the host's speed, by its architecture (host_time.layer_factor); a stack no
     # H200 run used (Megatron-DeepSpeed) its launches at the measured launch cost, which published_check.py fits on
     launch = rates.host_seconds_per_launch()
     h_layer = host_time.layer_factor(args, par) * (
