@@ -272,7 +272,7 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
     terms.append(optimizer)
     terms.append(Term("iteration", h_it, True, True, "Megatron's host-side step work per iteration, " + (
         f"Transformer Engine's {FIT_SOURCE}" if _te(par) else
-        f"profiled (host_time.py{'' if _fused_optimizer(par) else '; its gradient norm syncs per parameter tensor'}) "
+        f"profiled (host_time.py{'' if host_time.fused_optimizer(par) else '; its gradient norm syncs per parameter tensor'}) "
         f"at the host's speed {FIT_SOURCE}")))
     seconds = sum(t.seconds for t in terms if t.exposed)
     loader = loader_seconds(args, par)
@@ -308,10 +308,6 @@ def pace(host_s: float, gpu_s: float, loader_bound: bool) -> Bound:
 
 def _nan_check(par: Parallel) -> bool:
     return par.precision != "fp16" if par.nan_check is None else par.nan_check
-
-
-def _fused_optimizer(par: Parallel) -> bool:
-    return host_time.fused_optimizer(par)
 
 
 def _te(par: Parallel) -> bool:
