@@ -35,7 +35,7 @@ def test_errors_exit_1_with_summary_and_write_nothing(tmp_path, in_repo):
     shown = str(spec)  # as given on the command line, as gcc and mypy print it
     assert out.splitlines() == [
         f"{shown}:8:3: error: unknown key 'regsitry' in image; did you mean 'registry'?  [unknown-key]",
-        f"{shown}:30:11: error: parallelism.tensor (3) must divide the world size "
+        f"{shown}:31:11: error: parallelism.tensor (3) must divide the world size "
         "(workers 1 × gpus_per_worker 2 = 2)  [parallel-divisibility]",
         "  hint: with 2 GPUs, tensor × pipeline × context must be 1 or 2",
     ]

@@ -29,13 +29,15 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from compiler.megatron.host_calibration import args_dump  # noqa: E402
+
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "measurements"
 # The runs through Transformer Engine (issue 27, tools/te_measure_device.sh), in the same format
 TE_DIR = DEFAULT_DIR.parent / "te-h200" / "measurements"
 # The first iterations include CUDA/cuBLAS warm-up and the lazy Adam state allocation.
 WARMUP_ITERATIONS = 3
 
-_ARG = re.compile(r"^  (\w+) \.+ (.*)$")
 _PARAMS = re.compile(r"number of parameters on \(tensor, pipeline\) model parallel rank \(0, 0\): (\d+)")
 _THEORY = re.compile(r"Theoretical memory footprints: weight and optimizer=([\d.]+) MB, "
                      r"activation=([\d.]+) MB, total=([\d.]+) MB")
@@ -82,17 +84,8 @@ def spec_of(config: str) -> str:
 
 
 def parse_args_dump(lines: list[str]) -> dict[str, str]:
-    """The `name ..... value` pairs between Megatron's arguments markers."""
-    out: dict[str, str] = {}
-    inside = False
-    for line in lines:
-        if "------ arguments ------" in line:
-            inside = True
-        elif "end of arguments" in line:
-            break
-        elif inside and (m := _ARG.match(line)):
-            out[m.group(1)] = m.group(2).strip()
-    return out
+    """The `name ..... value` pairs between Megatron's arguments markers (the compiler's reader)."""
+    return args_dump(lines)
 
 
 def _int(args: dict[str, str], key: str) -> int | None:

@@ -19,7 +19,9 @@ start several jobs at once on one H200, tests/fixtures/failed-runs/gpu-*summary.
 a rule fixed before any result was seen: their time is not their own. Runs with an option the model does
 not price (UNPRICED: --deterministic-mode) are not fitted on either, so that their unpriced cost does not
 move the constants every other job is priced with; their error still counts. Leave-one-out: each
-uncontended run is predicted by the fit on all the others. MODEL_ERROR is the worst fold's |error|.
+uncontended run is predicted by the fit on all the others. MODEL_ERROR is the 90th percentile of the folds' |error| (perfdoc.model_error).
+Host-calibrated (resources.host_time_factor): each run predicted again with the fold's fit and its host's factor on
+every host figure, fitted on the other kept runs of its device call (one lent host), never on the run itself.
 The published multi-GPU runs are checked by tools/published_check.py (imported here for the doc).
 """
 
@@ -225,6 +227,7 @@ class Fit(NamedTuple):
     te_it: float = 0.0  # TE's host per iteration (FusedAdam, TE's multi-tensor grad norm: another tail)
     te_forward: float = 0.5  # TE's host share of a micro batch before the loss's sync
     te_mb: float = 0.0  # TE's host per micro batch beyond its layers
+    host: float = 1.0  # the host's factor on every host figure (host_factor: from the same host's other runs)
 
 
 class Parts(NamedTuple):
@@ -267,8 +270,8 @@ def _stages(p: Parts, f: Fit) -> list[tuple[float, float, float]]:
     layer = (f.te_host if p.te else f.speed * host_time.LAYER_PASS_S) * p.layer_factor
     forward = f.te_forward if p.te else host_time.MICROBATCH_FORWARD_SHARE
     beyond = f.te_mb if p.te else f.speed * host_time.MICROBATCH_S
-    return [(microbatch_seconds(g, launch + beyond + layer * n, p.nan_check, forward) + moe, g,
-             launch + beyond + layer * n + moe) for g, launch, moe, n in stages]
+    return [(microbatch_seconds(g, (launch + beyond + layer * n) * f.host, p.nan_check, forward) + moe * f.host, g,
+             (launch + beyond + layer * n + moe) * f.host) for g, launch, moe, n in stages]
 
 
 def _step(p: Parts, f: Fit) -> float:
@@ -277,7 +280,7 @@ def _step(p: Parts, f: Fit) -> float:
     # the schedule's bubble, as timing.step_time takes it: (pp - 1) / v micro batches of the mean stage
     bubble = bubble_fraction(p.pp, p.v if p.v > 1 else None, p.m) * p.m * sum(per) / len(per)
     it = f.te_it if p.te else f.speed * (host_time.ITERATION_S + host_time.PER_TENSOR_S * p.tensors)
-    return p.m * max(per) + bubble + p.rest + it
+    return p.m * max(per) + bubble + p.rest + it * f.host
 
 
 def predict(p: Parts, f: Fit) -> float:
@@ -295,11 +298,32 @@ def bound(p: Parts, f: Fit) -> str:
 SPEEDS = tuple(k * 0.005 for k in range(1, 301))
 
 
+def _sse(items: list[tuple[Parts, float]], f: Fit) -> float:
+    return sum((predict(p, f) / y - 1) ** 2 for p, y in items)
+
+
 def _fit_host(ps: list[Parts], ys: list[float], f: Fit) -> Fit:
     """The host's speed on the runs without TE, minimising the summed squared relative error."""
     local = [(p, y) for p, y in zip(ps, ys) if not p.te]
-    return min((f._replace(speed=k) for k in SPEEDS),
-               key=lambda g: sum((predict(p, g) / y - 1) ** 2 for p, y in local))
+    return min((f._replace(speed=k) for k in SPEEDS), key=lambda g: _sse(local, g))
+
+
+# A host's factor on every host figure, tried: 0.4 to 2.5
+HOST_FACTORS = tuple(round(0.4 + 0.01 * k, 2) for k in range(211))
+
+
+def host_group(name: str) -> str | None:
+    """The machine a run ran on, where the repository knows it: a device call's runs shared one lent host
+    (tests/fixtures/h200-hosts/callN); the older fixtures do not say which call each came from."""
+    return name.split("/")[0] if name.startswith("call") else None
+
+
+def host_factor(items: list[tuple[Parts, float]], f: Fit) -> float:
+    """The factor on every host figure that fits the runs `items` of one host best (least squares on the
+    relative error), as `megatron-compile calibrate` gives it from one run's log; 1 without a run."""
+    if not items:
+        return 1.0
+    return min(HOST_FACTORS, key=lambda h: _sse(items, f._replace(host=h)))
 
 
 def _closed_form(base: list[tuple[float, float]]) -> float:
@@ -345,13 +369,21 @@ def validate() -> dict[str, Any]:
             h = fit([ps[j] for j in others], [runs[j].measured_s for j in others])
             folds.append(h)
         pred = predict(ps[i], h)
+        # calibrated: the fold's fit with the host's factor from its other kept runs (never this one)
+        group = host_group(r.name)
+        same = [(ps[j], runs[j].measured_s) for j in fit_idx if j != i and group and host_group(runs[j].name) == group]
+        factor = host_factor(same, h)
+        calibrated = predict(ps[i], h._replace(host=factor))
         rows.append({"name": r.name, "source": r.source, "measured_ms": r.measured_s * 1e3, "steady": r.steady,
                      "loo_ms": pred * 1e3, "error": pred / r.measured_s - 1, "contended": r.contended,
+                     "calibrated_ms": calibrated * 1e3, "calibrated_error": calibrated / r.measured_s - 1,
+                     "host_factor": factor, "calibrated_by": len(same),
                      "unpriced": r.unpriced,
                      "in_sample_ms": predict(ps[i], full) * 1e3, "te": ps[i].te, "bound": bound(ps[i], full)})
     own = [row for row in rows if not row["contended"]]
     worst = max(abs(row["error"]) for row in own)
     return {"rows": rows, "full": full, "folds": folds, "worst": worst,
+            "worst_calibrated": max(abs(row["calibrated_error"]) for row in own),
             "worst_all": max(abs(row["error"]) for row in rows)}
 
 
@@ -362,12 +394,14 @@ def main(argv: list[str] | None = None) -> int:
     result = validate()
     for row in result["rows"]:
         flag = " contended" if row["contended"] else ""
-        print(f"{row['name']:<36} {row['measured_ms']:9.1f} {row['loo_ms']:9.1f} {row['error'] * 100:+7.1f}%{flag}")
+        print(f"{row['name']:<36} {row['measured_ms']:9.1f} {row['loo_ms']:9.1f} {row['error'] * 100:+7.1f}% "
+              f"{row['calibrated_ms']:9.1f} {row['calibrated_error'] * 100:+7.1f}% x{row['host_factor']:.2f}{flag}")
     f = result["full"]
     print(f"fit: host speed {f.speed:.3f} of the profiled figures, TE per layer "
           f"{f.te_host * 1e3:.2f} ms (per micro batch {f.te_mb * 1e3:.1f} ms, per iteration {f.te_it * 1e3:.2f} ms, forward share {f.te_forward:.1f}), fused "
           f"attention {f.share:.2f} of the GEMM rate; "
-          f"LOO worst {result['worst'] * 100:.1f}% (all runs {result['worst_all'] * 100:.1f}%)")
+          f"LOO worst {result['worst'] * 100:.1f}% (all runs {result['worst_all'] * 100:.1f}%), calibrated by the "
+          f"host's other runs {result['worst_calibrated'] * 100:.1f}%")
     if ns.write:
         import perfdoc
 

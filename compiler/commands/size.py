@@ -22,7 +22,8 @@ from ..load.override import Override
 from ..megatron import divisibility as div
 from ..megatron.memory import estimate
 from ..megatron.parallel import data_parallel_size, model_parallel_size, parallel_layout, world_size
-from ..megatron.timing import MODEL_ERROR, spec_step_time, training_time
+from ..megatron.pretrain import training_time
+from ..megatron.timing import MODEL_ERROR, spec_step_time
 from ..one_pass import compile_spec
 from ..schema.record import new, replace
 from ..schema.records import JobSpec, Recompute
@@ -210,7 +211,7 @@ def size_candidate(spec: JobSpec, c: Candidate, gpu: Gpu) -> Sized | None:
         return None
     t = spec.training
     assert t.batch is not None  # main refuses a spec without one
-    total = training_time(step, c.world, t.batch.global_, t.train_iters, t.train_samples)
+    total = training_time(step.seconds, c.world, t.batch.global_, t.train_iters, t.train_samples)
     return Sized(c, est.peak_mb * 2**20 / 1e9, est.peak_fraction_of_gpu, step,
                  None if total is None else total.seconds, None if total is None else total.gpu_hours)
 

@@ -163,3 +163,20 @@ def train_iterations(train_iters: int | None, train_samples: int | None, global_
         return train_iters
     assert train_samples is not None, "the rules require one of train_iters and train_samples"
     return train_samples // global_batch
+
+
+class TrainingTime(NamedTuple):
+    iterations: int
+    seconds: float
+    gpu_hours: float
+
+
+def training_time(step_s: float, world: int, global_batch: int, train_iters: int | None = None,
+                  train_samples: int | None = None) -> TrainingTime | None:
+    """Time to train_iters, or to train_samples // global batch (training.py:1504, constant batch), at step_s
+    seconds an iteration."""
+    if train_iters is None and train_samples is None:
+        return None
+    iterations = train_iterations(train_iters, train_samples, global_batch)
+    seconds = iterations * step_s
+    return TrainingTime(iterations, seconds, seconds * world / 3600)

@@ -39,7 +39,7 @@ from .layer_time import Model, StageWork, _recomputed_fraction, stage_work
 from .memory import Estimate, estimate
 from .parallel import ParallelLayout, parallel_layout, world_size
 from .performance import gradient_accumulation_fusion, grouped_gemm, nan_check, qk_layernorm, resolve
-from .pretrain import num_microbatches, padded_vocab_size, train_iterations, virtual_pipeline_size, vocab_size
+from .pretrain import num_microbatches, padded_vocab_size, virtual_pipeline_size, vocab_size
 from .data_loader import LOADER_MASK_BYTES_PER_S, loader_seconds, mask_bytes
 from .schedule import bubble_fraction
 
@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # the spec as the step model reads it
 # BEGIN FIT (tools/validate_timing.py --write; docs/performance-model.md has the runs and the folds)
 HOST_SPEED = 0.685
 MODEL_ERROR = 0.31
-MEASURED_SPREAD: dict[str, tuple[float, float]] = {"host": (0.56, 1.74), "GPU": (0.90, 1.20)}
+MEASURED_SPREAD: dict[str, tuple[float, float]] = {"host": (0.56, 1.74), "GPU": (0.90, 1.20), "host-calibrated": (0.64, 1.43)}
 TE_HOST_PER_LAYER = 0.002800
 TE_HOST_PER_ITERATION = 0.009741
 TE_HOST_PER_MICROBATCH = 0.016000
@@ -115,6 +115,9 @@ class Parallel(NamedTuple):
     # with dynamic loss scaling): None, as Megatron decides
     nan_check: bool | None = None
     optimizer: str | None = None  # what Megatron imports: "te", "apex" or "torch" (host_time.optimizer_impl); None: the stack's
+    # the cluster's host time over the model's (resources.host_time_factor, from `megatron-compile calibrate`): every
+    # host figure scales by it; None: uncalibrated, the lent hosts' fit
+    host_factor: float | None = None
 
     @property
     def world(self) -> int:
@@ -170,6 +173,7 @@ class StepTime(NamedTuple):
     # whether the kept runs behind MEASURED_SPREAD covered this estimate's GPU and layout (H200, one GPU a
     # model replica: no tensor, pipeline, context or expert parallelism; data parallel 1 or 2)
     spread_covers: bool = False
+    host_calibrated: bool = False  # the host figures carry the spec's resources.host_time_factor
 
     def term(self, name: str) -> Term:
         """The term of that name."""
@@ -221,6 +225,7 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
     if _te(par) and par.fused_attention_score_s is None:
         par = par._replace(fused_attention_score_s=FUSED_ATTENTION_SCORE_S)
     pp, m, v = par.pipeline, par.microbatches, par.virtual_pipeline or 1
+    hf = 1.0 if par.host_factor is None else par.host_factor
     layers = args.num_layers // pp
     passes = layer_passes(par, layers)
     # the host's share of a micro batch before the loss's sync: the local layer's measured, Transformer
@@ -231,8 +236,8 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
     for name, first, last in ((("first", True, pp == 1),) + ((("last", False, True),) if pp > 1 else ())):
         w = stage_work(args, par.model, par, layers, first, last)
         g = _scale(gpu, w, factor, par.precision == "fp8")
-        host = w.launches * launch + h_mb + h_layer * passes
-        moe_host = w.moe_wait
+        host = (w.launches * launch + h_mb + h_layer * passes) * hf
+        moe_host = w.moe_wait * hf
         share = _scale(gpu, w._replace(attention=0, elementwise=0, grad_accumulation=0, head=0, embedding=0),
                        factor, par.precision == "fp8") / g if g else 0.0
         stages.append(StageTime(name, microbatch_seconds(g, host, _nan_check(par), forward_share) + moe_host, g, host, layers,
@@ -244,6 +249,7 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
         h_it = TE_HOST_PER_ITERATION
     else:
         h_it = speed * (host_time.ITERATION_S + host_time.PER_TENSOR_S * iteration_tensors(args, par))
+    h_it *= hf
     slowest = max(s.microbatch_s for s in stages)
     mean = sum(s.microbatch_s for s in stages) / len(stages)
     compute = m * slowest
@@ -287,14 +293,17 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
     util = split.total / (seconds * par.world * gpu.bf16_dense_tflops * 1e12)
     source = (f"host per micro batch {h_mb * 1e3:.2f} ms, per layer pass {h_layer * 1e3:.2f} ms and per iteration "
               f"{h_it * 1e3:.2f} ms: profiled (host_time.py) at a host speed"
-              f"{', TE micro batch, layer pass, iteration and forward share' if _te(par) else ''} {FIT_SOURCE}; "
+              f"{', TE micro batch, layer pass, iteration and forward share' if _te(par) else ''} {FIT_SOURCE}"
+              f"{'' if par.host_factor is None else f', all x {hf:.2f} on this cluster (resources.host_time_factor)'}; "
               "every other rate measured on the H200 (tools/microbench.py)")
     bound = pace(critical.host_s + critical.moe_host_s, critical.gpu_s, loader_bound)
-    lo, hi = MEASURED_SPREAD[bound]
+    # a calibrated host-bound estimate has the spread of the runs calibrated by their host's other runs
+    lo, hi = MEASURED_SPREAD[f"{bound}-calibrated" if par.host_factor is not None and bound == "host" else bound]
     covers = (gpu.name == MEASURED_GPU and par.tensor == par.pipeline == par.context == par.expert == 1
               and par.data <= 2)
     return StepTime(seconds, tuple(terms), split.total, tokens / seconds, split.total / (seconds * 1e12 * par.world),
-                    util, source, tuple(stages), par.virtual_pipeline, bound, (seconds * lo, seconds * hi), covers)
+                    util, source, tuple(stages), par.virtual_pipeline, bound, (seconds * lo, seconds * hi), covers,
+                    par.host_factor is not None)
 
 
 def pace(host_s: float, gpu_s: float, loader_bound: bool) -> Bound:
@@ -312,22 +321,6 @@ def _nan_check(par: Parallel) -> bool:
 
 def _te(par: Parallel) -> bool:
     return par.stack.startswith("te")
-
-
-class TrainingTime(NamedTuple):
-    iterations: int
-    seconds: float
-    gpu_hours: float
-
-
-def training_time(step: StepTime, world: int, global_batch: int, train_iters: int | None = None,
-                  train_samples: int | None = None) -> TrainingTime | None:
-    """Time to train_iters, or to train_samples // global batch (training.py:1504, constant batch)."""
-    if train_iters is None and train_samples is None:
-        return None
-    iterations = train_iterations(train_iters, train_samples, global_batch)
-    seconds = iterations * step.seconds
-    return TrainingTime(iterations, seconds, seconds * world / 3600)
 
 
 # ---------------------------------------------------------------------------- from a spec
@@ -386,7 +379,7 @@ def parallel_of(spec: SpecView | JobSpec, layout: ParallelLayout) -> Parallel:
         overlap_grad_reduce=options.overlap_grad_reduce, overlap_param_gather=options.overlap_param_gather,
         tp_comm_overlap=options.tp_comm_overlap, cross_entropy_fusion=options.cross_entropy_fusion,
         grouped_gemm=grouped_gemm(t), nan_check=nan_check(t), attention_mask=options.attention_mask,
-        rdma=res.rdma, local_attention=local, fused_kernels=t.fused_kernels,
+        rdma=res.rdma, host_factor=res.host_time_factor, local_attention=local, fused_kernels=t.fused_kernels,
         grad_accumulation_fusion=gradient_accumulation_fusion(t),
         precision=t.precision, stack="local" if local else "te", optimizer=image_optimizer(spec.image, not local),
         model=Model(bias=not m.disable_bias_linear, rope=m.position_embedding == "rope",

@@ -15,7 +15,7 @@ from .. import TOOL, __version__
 from ..check.facts import Facts
 from ..load.discover import lock_path
 from ..megatron.packages import image_packages
-from ..megatron.pretrain import vocab_size
+from ..megatron.pretrain import training_time, vocab_size
 from ..megatron.checkpoint import SAVE_PROBE, complete_save_files
 from ..megatron.runfiles import (
     RUN_CHECKPOINT_DIR, DATASETS_DIR, EXIT_RECORD, LATEST_CHECKPOINT, LAUNCH_LOG, NODES_DIR, RUNTIME_PROBE, RUNTIME_RECORD,
@@ -106,12 +106,6 @@ def _steps_report(spec: JobSpec, facts: Facts, steps: tuple[Step, ...]) -> tuple
     return (steps_section(tuple(described), rows),)
 
 
-def _training_time(*args: Any) -> Any:
-    from ..megatron.timing import training_time  # deferred: pretrain specs with a step time only
-
-    return training_time(*args)
-
-
 def _bridge_install(spec: JobSpec) -> tuple[str, ...]:
     packages = image_packages(spec.init_from)
     # --no-deps: the validated set, nothing pip would resolve besides (docs/bridge.md)
@@ -140,7 +134,7 @@ def _pretrain_plan(spec: JobSpec, facts: Facts, prices: tuple[PriceRow, ...]) ->
     assert layout is not None and facts.flags is not None and microbatches is not None and iterations is not None
     assert t.batch is not None and t.checkpoint is not None  # a complete pretrain spec
     step = facts.step_time
-    total = None if step is None else _training_time(step, layout.world, t.batch.global_, t.train_iters,
+    total = None if step is None else training_time(step.seconds, layout.world, t.batch.global_, t.train_iters,
                                                       t.train_samples)
     gpu = None
     if step is not None:

@@ -12,7 +12,8 @@ from ..megatron.parallel import RANK_ORDER, RankLayout
 from ..megatron.performance import resolve
 from ..megatron.runfiles import RUN_CHECKPOINT_DIR, EXIT_RECORD, RUNTIME_RECORD, TRAIN_LOG
 from ..megatron.flags import STOP_FLAGS
-from ..megatron.timing import StepTime, TrainingTime
+from ..megatron.pretrain import TrainingTime
+from ..megatron.timing import StepTime
 from ..megatron.stop import FIRST_SAVE_S, GRACE_MARGIN_S, SAVE_SHARE, SIGNAL, START_MARGIN_S, minutes
 from ..schema.records import JobSpec
 from .types import LaunchPlan, PretrainPlan, ReportSection
@@ -194,8 +195,10 @@ def spread_text(step: StepTime, total: TrainingTime | None) -> str:
     """Where the kept H200 runs of the estimate's kind (host- or GPU-bound) fell around their leave-one-out
     estimates, applied to this one (timing.MEASURED_SPREAD), and whether those runs covered its layout."""
     lo, hi = step.spread_s
-    why = ("; a host-bound step is Megatron's Python, which the lent hosts ran at speeds of their own"
-           if step.bound == "host" else "")
+    calibrated = step.bound == "host" and step.host_calibrated
+    why = ("" if step.bound != "host" else "; calibrated by resources.host_time_factor, as those runs were by their "
+           "host's other runs" if calibrated else "; a host-bound step is Megatron's Python, which the lent hosts ran "
+           "at speeds of their own (`megatron-compile calibrate` narrows it: README)")
     text = (f"{step.bound}-bound by the model: the kept H200 runs of that kind (one GPU a model replica) took {lo / step.seconds:.2f}-"
             f"{hi / step.seconds:.2f}x their leave-one-out estimates (docs/performance-model.md){why}: "
             f"{lo * 1e3:,.0f}-{hi * 1e3:,.0f} ms an iteration")

@@ -13,7 +13,8 @@ from .shell import Word
 if TYPE_CHECKING:
     from ..megatron.memory import Estimate
     from ..platform.prices import Cost
-    from ..megatron.timing import StepTime, TrainingTime
+    from ..megatron.pretrain import TrainingTime
+    from ..megatron.timing import StepTime
 
 
 class Header(NamedTuple):

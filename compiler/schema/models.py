@@ -87,6 +87,9 @@ class Resources(_Section):
     rdma: bool = False
     slow_training_detection: bool = False
     gpu_memory_gb: float | None = Field(default=None, gt=0, le=limits.MAX_GPU_MEMORY_GB)  # default: from worker_flavor (H200, H100, A100)
+    # the cluster's host time over the step model's (what `megatron-compile calibrate` prints from a run of
+    # specs/calibrate-host.yaml on it): a host-bound step scales by it; default: the lent H200 hosts' fit
+    host_time_factor: float | None = Field(default=None, ge=0.1, le=10.0)
 
 
 class Storage(_Section):

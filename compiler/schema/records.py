@@ -249,6 +249,7 @@ class Resources(Record):
     rdma: bool
     slow_training_detection: bool
     gpu_memory_gb: float | None
+    host_time_factor: float | None
 
 
 class SkyPilot(Record):

@@ -10,7 +10,7 @@ from . import formats, records
 
 PYDANTIC = '2.14.4'
 PYDANTIC_CORE = '2.50.5'
-KEY = 'd7689cec8f9908aa683c55cedaf3f9c7'
+KEY = 'd92f72c95dd73afd07bdd7e5e0020894'
 
 
 def schema() -> dict[str, Any]:
@@ -150,7 +150,14 @@ def schema() -> dict[str, Any]:
                                                                                                                   'schema': {'type': 'float',
                                                                                                                              'gt': 0,
                                                                                                                              'le': 10000}},
-                                                                                                       'default': None}}},
+                                                                                                       'default': None}},
+                                                                          'host_time_factor': {'type': 'model-field',
+                                                                                               'schema': {'type': 'default',
+                                                                                                          'schema': {'type': 'nullable',
+                                                                                                                     'schema': {'type': 'float',
+                                                                                                                                'ge': 0.1,
+                                                                                                                                'le': 10.0}},
+                                                                                                          'default': None}}},
                                                                'model_name': 'Resources',
                                                                'computed_fields': []},
                                                     'custom_init': False,
