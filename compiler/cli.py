@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Subcommands: `megatron-compile init NAME …` writes a new spec; `megatron-compile import SCRIPT "
         "-o SPEC` turns a launch script into one; `megatron-compile lock SPEC…` pins the base image's digest; "
         "`megatron-compile size SPEC` ranks the layouts that fit; `megatron-compile doctor SPEC [RUN_ROOT]` says why "
-        "a run failed; `megatron-compile calibrate SPEC LOG` gives a cluster's host time factor from a run's log; "
+        "a run failed; `megatron-compile calibrate SPEC LOG...` gives a cluster's host time factor from runs' logs; "
         "`megatron-compile diff [--base REF] [SPEC…]` says what a change does to each job; "
         "`megatron-compile schema [--check]` writes or checks schemas/*.json. Each takes --help.",
     )

@@ -261,24 +261,24 @@ def test_leave_one_out_holds_the_committed_worst_fold() -> None:
     # lent hosts that ran the same job up to 2.2x apart miss it (docs/performance-model.md,
     # tests/fixtures/h200-hosts)
     # call 22's host ran the tiny GPT with 8 layers in 100.7 ms where calls 6 and 11 took 198 and 175: its
-    # host-bound Llama-shaped run is the worst (+78 %), call 6's tiny runs the other way (-43 %)
+    # host-bound Llama-shaped run is the worst (+80 %), call 6's tiny runs the other way (-43 %)
     own = [r for r in VALIDATION["rows"] if not r["contended"]]
-    assert len(own) >= 120
-    assert VALIDATION["worst"] <= 0.78
-    assert sum(abs(r["error"]) <= 0.15 for r in own) >= 84
+    assert len(own) >= 136
+    assert VALIDATION["worst"] <= 0.81
+    assert sum(abs(r["error"]) <= 0.15 for r in own) >= 95
 
 
 def test_host_calibrated_leave_one_out_holds_the_committed_figures() -> None:
     # resources.host_time_factor, validated as `megatron-compile calibrate` would give it: each run's host factor
     # from the other kept runs of its device call (one lent host), never its own; runs whose host the repository
     # does not record stay uncalibrated. Not the acceptance either: within one host the tiny GPT at 8 layers and one
-    # micro batch and at 2 layers and 4 (call 6: +56 and -24 % calibrated) disagree on the split the profile
+    # micro batch and at 2 layers and 4 (call 6: +57 and -23 % calibrated) disagree on the split the profile
     # gave a layer pass and a micro batch
     own = [r for r in VALIDATION["rows"] if not r["contended"]]
-    assert VALIDATION["worst_calibrated"] <= 0.56
-    assert sum(abs(r["calibrated_error"]) <= 0.15 for r in own) >= 89
+    assert VALIDATION["worst_calibrated"] <= 0.57
+    assert sum(abs(r["calibrated_error"]) <= 0.15 for r in own) >= 98
     cal = [r for r in own if r["calibrated_by"]]
-    assert len(cal) >= 78
+    assert len(cal) >= 94
     # a call's factor is never its own run's: the factor of a run alone on its host is 1
     assert all(r["host_factor"] == 1.0 for r in own if not r["calibrated_by"])
     # the fast host of call 22 and the slow one of call 6 come out either side of 1
@@ -319,12 +319,15 @@ def test_a_run_with_an_option_the_model_does_not_price_is_shown_not_fitted() -> 
 
 def test_local_runs_but_the_host_bound_hold_the_committed_worst() -> None:
     # the committed figure, not an acceptance: the runs without TE but the host-bound tiny model, micro batch 1
-    # at s 2048 (b1, whose hosts ran it 28.6 and 39.1 ms) and call 22's host-bound Llama and Qwen3 stacks (+78 and +29 %:
-    # that host ran Python about 1.8x as fast as calls 6 and 11's); the worst is call6/mem-l4-ga4, -16 % on call 6's
-    # slow host
+    # at s 2048 (b1, whose hosts ran it 28.6 and 39.1 ms), call 22's host-bound Llama and Qwen3 stacks (+80 and +31 %:
+    # that host ran Python about 1.8x as fast as calls 6 and 11's) and call 23's h1536 at 4 sequences of 1024 a micro
+    # batch (-32 %: written down before at 36 ms, host-bound by the model; it ran 54); the worst is
+    # call6/mem-l4-ga4, -16 % on call 6's slow host
     host_bound = ("tiny-l2-h256", "tiny-l2-h256-ga1", "b1", "call6/mem-b1", "call22/mem-llama-h512-l8",
-                  "call22/mem-qwen3-h768-l6-qk")
+                  "call22/mem-qwen3-h768-l6-qk", "call23/cal-mem-h1536-l6")
+    # (calibrate-host: the tiny GPT of specs/calibrate-host.yaml, calls 23 and 24)
     dense = [r for r in VALIDATION["rows"] if not r["contended"] and "tiny" not in r["name"]
+             and "calibrate-host" not in r["name"]
              and r["name"] not in host_bound and not r["te"] and not r["unpriced"]]
     assert len(dense) >= 33
     assert max(abs(r["error"]) for r in dense) <= 0.16

@@ -131,11 +131,14 @@ def calibrated_lines(result: dict[str, Any]) -> list[str]:
     factors = sorted(by_call.items(), key=lambda kv: int(kv[0][4:]))
     lo, hi = spread(result)["host-calibrated"]
     return [
-        "- **host-calibrated** (resources.host_time_factor, what `megatron-compile calibrate SPEC LOG` gives from a run on",
-        "  the user's cluster): each run's host figures x its host's factor, fitted (least squares on the relative error,",
-        "  validate_timing.host_factor) on the other kept runs of its device call, never its own, with the fold's",
-        "  constants; a device call's runs shared one lent host, and a run alone on its call or outside a device call",
-        "  (the older fixtures do not record which host) stays uncalibrated. Over the same "
+        "- **host-calibrated** (resources.host_time_factor): each run's host figures x its host's factor, fitted (least",
+        "  squares on the relative error, validate_timing.host_factor) on all the other kept runs of its device call,",
+        "  never its own, with the fold's constants; a device call's runs shared one lent host, and a run alone on its",
+        "  call or outside a device call (the older fixtures do not record which host) stays uncalibrated. This is a",
+        "  factor from many runs of a host. `megatron-compile calibrate` gives the median of a few runs of one",
+        "  host-bound job instead, and one run is one draw of the host's run-to-run noise (call 24: one launch 137 and",
+        "  172 ms minutes apart): the check written down before a call (call 23) calibrated by one run of the",
+        "  calibration job and made five of six estimates worse (tests/fixtures/h200-hosts/README.md). Over the same "
         f"{len(own)} runs: worst **{max(errs) * 100:.1f} %**, median {statistics.median(errs) * 100:.1f} %, "
         f"{sum(e <= 0.15 for e in errs)} of {len(own)} within 15 %; the {len(cal)} calibrated: worst "
         f"{max(abs(r['calibrated_error']) for r in cal) * 100:.1f} %, {sum(abs(r['calibrated_error']) <= 0.15 for r in cal)} within 15 %; "

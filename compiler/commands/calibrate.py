@@ -1,23 +1,24 @@
-"""`megatron-compile calibrate SPEC LOG`: the cluster's host time factor from one run of SPEC on it.
+"""`megatron-compile calibrate SPEC LOG...`: the cluster's host time factor from runs of SPEC on it.
 
-    megatron-compile calibrate specs/calibrate-host.yaml /mnt/megatron/runs/calibrate-host/train.log
+    megatron-compile calibrate specs/calibrate-host.yaml run1/train.log run2/train.log run3/train.log
 
-Reads the log's iterations (the median after the warm-up) and Megatron's argument dump (checked against the spec),
-and prints resources.host_time_factor: the factor on the step model's host figures that gives the measured step
-(compiler/megatron/host_calibration.py). Exit 0 with the factor, 1 where the run cannot give one (the spec does not
-compile, the log has no steady iterations or is another job's, or the step is the GPU's), 2 on usage.
+Reads each log's iterations (the median after the warm-up) and Megatron's argument dump (checked against the spec),
+solves each run for the factor on the step model's host figures that gives its measured step
+(compiler/megatron/host_calibration.py) and prints resources.host_time_factor: the median of the runs' factors. One
+lent host ran the same job 137-172 ms within minutes (tests/fixtures/h200-hosts/call24): one run is one draw of that
+noise, so three or more are asked for. Exit 0 with the factor, 1 where the runs cannot give one (the spec does not
+compile, a log has no steady iterations or is another job's, or the step is the GPU's), 2 on usage.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from typing import Any, TextIO
 
 from ..diagnostics import format_text
-from ..megatron.host_calibration import calibrate, measured_step, mismatches
-from ..megatron.parallel import parallel_layout
-from ..megatron.memory import estimate
+from ..megatron.host_calibration import FEWEST_RUNS, Calibration, calibrate, expected_args, measured_step, mismatches
 from ..megatron.timing import spec_step_time
 from ..one_pass import compile_spec
 from ..schema.record import replace
@@ -27,10 +28,19 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="megatron-compile calibrate", description=__doc__.splitlines()[0])
-    parser.add_argument("spec", metavar="SPEC", help="the spec the run was compiled from (specs/calibrate-host.yaml)")
-    parser.add_argument("log", metavar="LOG", help="the run's train.log (the last rank's, which prints the iterations)")
+    parser.add_argument("spec", metavar="SPEC", help="the spec the runs were compiled from (specs/calibrate-host.yaml)")
+    parser.add_argument("logs", nargs="+", metavar="LOG",
+                        help="each run's train.log (the last rank's, which prints the iterations); three or more")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     return parser
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except (OSError, ValueError):
+        return None
 
 
 def main(argv: list[str], out: TextIO, err: TextIO) -> int:
@@ -39,57 +49,76 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    try:
-        with open(args.log, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError as exc:
-        err.write(f"megatron-compile calibrate: cannot read {args.log}: {exc.strerror}\n")
+    texts = {log: _read(log) for log in args.logs}
+    unreadable = [log for log, text in texts.items() if text is None]
+    if unreadable:
+        err.write("".join(f"megatron-compile calibrate: cannot read {log}\n" for log in unreadable))
         return EXIT_USAGE
     base = compile_spec(args.spec, args.spec, render_files=False)
     if not base.ok or base.spec is None or base.facts is None or base.facts.training is None:
         err.write(format_text(list(base.diagnostics)) + "\n" if base.diagnostics else f"{args.spec}: does not compile\n")
         return EXIT_FAIL
-    spec = replace(base.spec, training=base.facts.training)
-    t, res, par = spec.training, spec.resources, spec.parallelism
-    measured = measured_step(text)
-    if measured is None:
-        err.write(f"{args.log}: fewer than 2 iteration lines after iteration 3: run the job longer (logging.interval 1)\n")
-        return EXIT_FAIL
-    m = t.model
-    wrong = mismatches(measured.args, {} if m is None or t.batch is None else {
-        "num_layers": m.num_layers, "hidden_size": m.hidden_size, "seq_length": m.seq_length,
-        "micro_batch_size": t.batch.micro, "global_batch_size": t.batch.global_})
-    if wrong:
-        err.write(f"{args.log}: not a run of {args.spec}: " + "; ".join(wrong) + "\n")
-        return EXIT_FAIL
-    layout = parallel_layout(res.workers, res.gpus_per_worker, par.tensor, par.pipeline, par.context, par.expert,
-                             par.expert_tensor)
-    est = None if layout is None else estimate(spec, layout)
-
-    def step_s(factor: float) -> float:
-        view = replace(spec, resources=replace(res, host_time_factor=factor))
-        step = spec_step_time(view, layout=layout, est=est)
-        assert step is not None  # checked below at factor 1
-        return step.seconds
-
-    if layout is None or est is None or spec_step_time(spec, layout=layout, est=est) is None:
+    facts = base.facts
+    layout, est = facts.layout, facts.estimate
+    if layout is None or est is None or facts.step_time is None:
         err.write(f"{args.spec}: the step model cannot time this spec (a pretrain_gpt.py spec with a model, a batch "
                   "and a known GPU)\n")
         return EXIT_FAIL
-    cal = calibrate(step_s, measured.seconds)
+    spec = replace(base.spec, training=facts.training)
+    res = spec.resources
+    expected = expected_args(spec.training)
+
+    def step_s(factor: float) -> float:
+        step = spec_step_time(replace(spec, resources=replace(res, host_time_factor=factor)), layout=layout, est=est)
+        assert step is not None  # timed above without a factor
+        return step.seconds
+
+    problems, runs = [], []
+    for log, text in texts.items():
+        measured = measured_step(text or "")
+        if measured is None:
+            problems.append(f"{log}: fewer than 2 of Megatron's iteration lines after iteration 3: not the log of the "
+                            "rank that prints them (one worker: the run root's train.log), or a run stopped early "
+                            "(logging.interval 1, 40 iterations)")
+            continue
+        if not measured.args:
+            problems.append(f"{log}: no Megatron argument dump (`------ arguments ------`) to check against the spec: "
+                            "give the whole train.log of a one-worker run")
+            continue
+        wrong = mismatches(measured.args, expected)
+        if wrong:
+            problems.append(f"{log}: not a run of {args.spec}: " + "; ".join(wrong))
+            continue
+        runs.append((log, measured, calibrate(step_s, measured.seconds)))
+    if problems:
+        err.write("".join(p + "\n" for p in problems))
+        return EXIT_FAIL
+    factors = [c.factor for _, _, c in runs if c.factor is not None]
+    factor = round(statistics.median(factors), 2) if len(factors) == len(runs) else None
     report: dict[str, Any] = {
-        "spec": args.spec, "log": args.log, "measured_ms": round(measured.seconds * 1e3, 1),
-        "iterations": measured.iterations, "model_ms": round(cal.model_s * 1e3, 1),
-        "host_share": round(cal.host_share, 2), "host_time_factor": cal.factor, "why": cal.why or None}
+        "spec": args.spec, "model_ms": round(runs[0][2].model_s * 1e3, 1), "host_time_factor": factor,
+        "runs": [_run(log, measured, cal) for log, measured, cal in runs]}
     if args.format == "json":
         json.dump(report, out, indent=1)
         out.write("\n")
     else:
-        out.write(f"{args.spec} on {args.log}: {report['measured_ms']} ms a step (the median of {measured.iterations} "
-                  f"iterations after the warm-up); the step model at the lent hosts' fit: {report['model_ms']} ms\n")
-        if cal.factor is None:
-            out.write(f"no calibration: {cal.why}\n")
+        out.write(f"{args.spec}: the step model at the lent hosts' fit: {report['model_ms']} ms a step\n")
+        for r in report["runs"]:
+            out.write(f"  {r['log']}: {r['measured_ms']} ms (the median of {r['iterations']} iterations after the "
+                      f"warm-up): " + (f"x{r['factor']:.2f}\n" if r["factor"] is not None else f"no factor: {r['why']}\n"))
+        if factor is None:
+            out.write("no calibration: every run must give a factor (specs/calibrate-host.yaml is host-bound)\n")
         else:
-            out.write(f"resources.host_time_factor: {cal.factor:.2f}\n"
+            runs_text = f"the median of {len(factors)} runs, x{min(factors):.2f} to x{max(factors):.2f}" \
+                if len(factors) > 1 else "one run"
+            out.write(f"resources.host_time_factor: {factor:.2f} ({runs_text})\n"
                       "(set it in the resources of the specs that run on this cluster, e.g. their shared base spec)\n")
-    return EXIT_OK if cal.factor is not None else EXIT_FAIL
+            if len(factors) < FEWEST_RUNS:
+                out.write(f"note: a host's runs of one job differ by up to a quarter from one to the next: give "
+                          f"{FEWEST_RUNS} runs or more\n")
+    return EXIT_OK if factor is not None else EXIT_FAIL
+
+
+def _run(log: str, measured: Any, cal: Calibration) -> dict[str, Any]:
+    return {"log": log, "measured_ms": round(measured.seconds * 1e3, 1), "iterations": measured.iterations,
+            "factor": cal.factor, "host_share": round(cal.host_share, 2), "why": cal.why or None}

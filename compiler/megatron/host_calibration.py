@@ -1,8 +1,8 @@
-"""A cluster's host time factor from one run's log (issue 26): `megatron-compile calibrate SPEC LOG`.
+"""A cluster's host time factor from runs' logs (issue 26): `megatron-compile calibrate SPEC LOG...`.
 
 A host-bound step is the host's Python, and the lent H200 hosts ran the same compiled job up to 2.2x apart
-(tests/fixtures/h200-hosts/README.md). The step model's host figures (timing.py) are those hosts' fit; one run of a
-host-bound job on a user's cluster (specs/calibrate-host.yaml) says how long that cluster's hosts take against them:
+(tests/fixtures/h200-hosts/README.md). The step model's host figures (timing.py) are those hosts' fit; runs of a
+host-bound job on a user's cluster (specs/calibrate-host.yaml) say how long that cluster's hosts take against them:
 resources.host_time_factor, the factor every host figure of the model then takes (timing.Parallel.host_factor).
 tools/validate_timing.py checks the factor the same way: each run predicted with its host's factor from that host's
 other runs, never its own.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from typing import Callable
+from typing import Any, Callable
 
 from ..tuples import NamedTuple
 
@@ -25,6 +25,9 @@ WARMUP_ITERATIONS = 3
 # below it the step is the GPU's and says little of the host
 FACTOR_RANGE = (0.1, 10.0)
 LEAST_HOST_SHARE = 0.5
+# runs a calibration asks for: one lent host ran the same compiled job 137-172 ms within minutes
+# (tests/fixtures/h200-hosts/call24), so one run is one draw of the host's noise; the command takes their median
+FEWEST_RUNS = 3
 
 
 class Measured(NamedTuple):
@@ -56,7 +59,19 @@ def args_dump(lines: list[str]) -> dict[str, str]:
     return out
 
 
-def mismatches(args: dict[str, str], expected: dict[str, int | None]) -> list[str]:
+def expected_args(training: Any) -> dict[str, object]:
+    """What Megatron's argument dump says of a spec's model and batch (training: the spec's training section),
+    as the log's dump names it; None where the spec leaves Megatron to derive it."""
+    m, b = training.model, training.batch
+    if m is None or b is None:
+        return {}
+    return {"num_layers": m.num_layers, "hidden_size": m.hidden_size, "num_attention_heads": m.num_attention_heads,
+            "ffn_hidden_size": m.ffn_hidden_size, "seq_length": m.seq_length, "micro_batch_size": b.micro,
+            "global_batch_size": b.global_, "transformer_impl": m.transformer_impl, "swiglu": m.swiglu,
+            "normalization": m.normalization, "position_embedding_type": m.position_embedding}
+
+
+def mismatches(args: dict[str, str], expected: dict[str, object]) -> list[str]:
     """The arguments where the log's dump and the spec disagree ("name: log X, spec Y")."""
     return [f"{k}: log {args[k]}, spec {v}" for k, v in expected.items()
             if v is not None and k in args and args[k] != str(v)]
@@ -78,14 +93,22 @@ def calibrate(step_s: Callable[[float], float], measured_s: float) -> Calibratio
     def share(f: float) -> float:
         return (step_s(f * 1.1) / step_s(f) - 1) / 0.1
 
-    if measured_s <= step_s(lo) or measured_s >= step_s(hi):
-        return Calibration(None, model, share(1.0), f"no host factor from {lo:g} to {hi:g} gives the measured step")
+    if share(1.0) < LEAST_HOST_SHARE:  # a GPU-bound step slower than the model would blame the host for the GPU's gap
+        return Calibration(None, model, share(1.0), f"the host moves {share(1.0):.0%} of this step by the model: the "
+                           "step is the GPU's, not the host's; calibrate with a host-bound job such as "
+                           "specs/calibrate-host.yaml")
+    if measured_s <= step_s(lo):
+        return Calibration(None, model, share(1.0), f"the run is faster than the model's step with a host {1 / lo:g}x "
+                           "as fast as the lent hosts: the model's GPU side, not the host, is off for this job")
+    if measured_s >= step_s(hi):
+        return Calibration(None, model, share(1.0), f"the run is slower than the model's step with a host {hi:g}x as "
+                           "slow as the lent hosts: not a host this model describes (a contended GPU?)")
     for _ in range(60):
         mid = (lo * hi) ** 0.5
         lo, hi = (mid, hi) if step_s(mid) < measured_s else (lo, mid)
     factor = round((lo * hi) ** 0.5, 2)
     s = share(factor)
     if s < LEAST_HOST_SHARE:
-        return Calibration(None, model, s, f"the host moves {s:.0%} of this step at the factor found: the step is the "
-                           "GPU's, not the host's; calibrate with a host-bound job such as specs/calibrate-host.yaml")
+        return Calibration(None, model, s, f"the host moves {s:.0%} of this step at the factor found: the step is "
+                           "the GPU's there; calibrate with a host-bound job such as specs/calibrate-host.yaml")
     return Calibration(factor, model, s, "")
