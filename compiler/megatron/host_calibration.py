@@ -93,15 +93,16 @@ def calibrate(step_s: Callable[[float], float], measured_s: float) -> Calibratio
     def share(f: float) -> float:
         return (step_s(f * 1.1) / step_s(f) - 1) / 0.1
 
-    if share(1.0) < LEAST_HOST_SHARE:  # a GPU-bound step slower than the model would blame the host for the GPU's gap
-        return Calibration(None, model, share(1.0), f"the host moves {share(1.0):.0%} of this step by the model: the "
+    at_one = share(1.0)
+    if at_one < LEAST_HOST_SHARE:  # a GPU-bound step slower than the model would blame the host for the GPU's gap
+        return Calibration(None, model, at_one, f"the host moves {at_one:.0%} of this step by the model: the "
                            "step is the GPU's, not the host's; calibrate with a host-bound job such as "
                            "specs/calibrate-host.yaml")
     if measured_s <= step_s(lo):
-        return Calibration(None, model, share(1.0), f"the run is faster than the model's step with a host {1 / lo:g}x "
+        return Calibration(None, model, at_one, f"the run is faster than the model's step with a host {1 / lo:g}x "
                            "as fast as the lent hosts: the model's GPU side, not the host, is off for this job")
     if measured_s >= step_s(hi):
-        return Calibration(None, model, share(1.0), f"the run is slower than the model's step with a host {hi:g}x as "
+        return Calibration(None, model, at_one, f"the run is slower than the model's step with a host {hi:g}x as "
                            "slow as the lent hosts: not a host this model describes (a contended GPU?)")
     for _ in range(60):
         mid = (lo * hi) ** 0.5
