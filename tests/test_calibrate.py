@@ -66,8 +66,9 @@ def test_several_runs_give_their_median_and_one_run_is_warned_about() -> None:
 
 
 def test_a_gpu_bound_run_is_refused() -> None:
-    code, out, _ = run(str(REPO / "tests" / "e2e" / "mem-l24.yaml"), str(HOSTS / "call6/mem-l24/train.log"))
+    code, out, err = run(str(REPO / "tests" / "e2e" / "mem-l24.yaml"), str(HOSTS / "call6/mem-l24/train.log"))
     assert code == 1 and "the step is the GPU's" in out and "host_time_factor:" not in out
+    assert "no calibration" in err and "no calibration" not in out  # the refusal where the other refusals go
 
 
 def test_a_gpu_bound_run_slower_than_the_model_is_refused_not_blamed_on_the_host() -> None:
@@ -110,6 +111,8 @@ def test_a_log_without_steady_iterations_is_refused(tmp_path: Path) -> None:
     assert code == 1 and "fewer than 2 of Megatron's iteration lines" in err
     assert run(TINY, str(tmp_path / "missing.log"))[0] == 2
     assert run(TINY, str(tmp_path))[0] == 2  # a directory
+    code, _, err = run(str(REPO / "specs"), str(HOSTS / "call6/mem-hc-tiny-l8-ga4/train.log"))
+    assert code == 2 and "is a directory: give the one spec the logs ran" in err  # SPEC a directory
     binary = tmp_path / "binary.log"
     binary.write_bytes(bytes(range(256)) * 10)
     assert run(TINY, str(binary))[0] == 1

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 from typing import Any, TextIO
 
@@ -49,6 +50,10 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+    if os.path.isdir(args.spec):
+        err.write(f"megatron-compile calibrate: {args.spec} is a directory: give the one spec the logs ran (the "
+                  "calibration job, e.g. specs/calibrate-host.yaml)\n")
+        return EXIT_USAGE
     texts = {log: _read(log) for log in args.logs}
     unreadable = [log for log, text in texts.items() if text is None]
     if unreadable:
@@ -107,7 +112,7 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
             out.write(f"  {r['log']}: {r['measured_ms']} ms (the median of {r['iterations']} iterations after the "
                       f"warm-up): " + (f"x{r['factor']:.2f}\n" if r["factor"] is not None else f"no factor: {r['why']}\n"))
         if factor is None:
-            out.write("no calibration: every run must give a factor (specs/calibrate-host.yaml is host-bound)\n")
+            err.write("no calibration: every run must give a factor (specs/calibrate-host.yaml is host-bound)\n")
         else:
             runs_text = f"the median of {len(factors)} runs, x{min(factors):.2f} to x{max(factors):.2f}" \
                 if len(factors) > 1 else "one run"
