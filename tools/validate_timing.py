@@ -41,6 +41,7 @@ sys.path.insert(0, str(REPO / "tools"))
 from compiler.megatron.flops import FlopsArgs  # noqa: E402
 from compiler.megatron.gpus import GPUS  # noqa: E402
 from compiler.megatron import host_time  # noqa: E402
+from compiler.megatron.host_calibration import steady_iterations  # noqa: E402
 from compiler.megatron.layer_time import Model  # noqa: E402
 from compiler.megatron.pretrain import padded_vocab_size  # noqa: E402
 from compiler.megatron.schedule import bubble_fraction  # noqa: E402
@@ -52,9 +53,7 @@ from measurements import parse_args_dump  # noqa: E402
 FIX = REPO / "tests" / "fixtures"
 MODULE = REPO / "compiler" / "megatron" / "timing.py"
 DOC = REPO / "docs" / "performance-model.md"
-_ITER = re.compile(r" iteration +(\d+)/ *(\d+) \|.*\| elapsed time per iteration \(ms\): ([\d.]+)")
 _PARAMS = re.compile(r"number of parameters on \(tensor, pipeline\) model parallel rank \(\d+, \d+\): (\d+)")
-_STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\] iteration +(\d+)/")
 _VOCAB = re.compile(r"> padded vocab \(size: (\d+)\)")
 _EXIT = re.compile(r"\[exiting program after receiving SIGTERM\.\] datetime: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)")
 
@@ -115,18 +114,9 @@ def load_runs() -> list[Run]:
             padded = vocab.group(1) if vocab else args.get("padded_vocab_size")
             if padded not in (None, "None"):
                 args["vocab_size"] = padded
-        stamps = {int(m.group(2)): m.group(1) for m in _STAMP.finditer(text)}
-        its: dict[int, float] = {}
-        for m in _ITER.finditer(text):
-            k = int(m.group(1))
-            if not after or stamps.get(k, "") > after:
-                its[k] = float(m.group(3))
-        keys = sorted(its)
-        if not args or not params or len(keys) < 2:
-            continue
-        first = keys[0]
-        steady = [its[k] for k in keys if k > 3 and k > first]
-        if len(steady) < 2:
+        # host_calibration's rule, as `megatron-compile calibrate` reads a log: the median after the warm-up
+        steady = steady_iterations(text, after)
+        if not args or not params or len(steady) < 2:
             continue
         runs.append(Run(name, ", ".join(str(p.relative_to(REPO)) for p in logs), args, max(params),
                         statistics.median(steady) / 1e3, len(steady), contended, unpriced(args), gpw,

@@ -16,8 +16,10 @@ from typing import Any, Callable
 
 from ..tuples import NamedTuple
 
-# Megatron's iteration line (training.py training_log) and its argument dump (arguments.py _print_args)
-ITERATION = re.compile(r" iteration +(\d+)/ *\d+ \|.*\| elapsed time per iteration \(ms\): ([\d.]+)")
+# Megatron's iteration line (training.py training_log; the timestamp before it where it prints one) and its argument
+# dump (arguments.py _print_args)
+ITERATION = re.compile(r"(?:\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\])? iteration +(\d+)/ *\d+ \|.*\| "
+                       r"elapsed time per iteration \(ms\): ([\d.]+)")
 ARGUMENT = re.compile(r"^  (\w+) \.+ (.*)$")
 # the run's warm-up: its first logged interval and the iterations to the 3rd (the allocator, cuDNN's and NCCL's setup)
 WARMUP_ITERATIONS = 3
@@ -38,11 +40,19 @@ class Measured(NamedTuple):
 
 def measured_step(text: str) -> Measured | None:
     """The log's median time per iteration after the warm-up; None with fewer than 2 such iterations."""
-    times = {int(m.group(1)): float(m.group(2)) for m in ITERATION.finditer(text)}
-    steady = [times[k] for k in sorted(times)[1:] if k > WARMUP_ITERATIONS]
+    steady = steady_iterations(text)
     if len(steady) < 2:
         return None
     return Measured(statistics.median(steady) / 1e3, len(steady), args_dump(text.splitlines()))
+
+
+def steady_iterations(text: str, after: str = "") -> list[float]:
+    """The log's times per iteration (ms) after the warm-up, in iteration order: each iteration's last line (a log of
+    two runs: the later), the first logged and those to WARMUP_ITERATIONS left out; with `after` (a timestamp as
+    Megatron prints it), only the lines stamped later."""
+    times = {int(m.group(2)): float(m.group(3)) for m in ITERATION.finditer(text)
+             if not after or (m.group(1) or "") > after}
+    return [times[k] for k in sorted(times)[1:] if k > WARMUP_ITERATIONS]
 
 
 def args_dump(lines: list[str]) -> dict[str, str]:
