@@ -3,13 +3,16 @@ and the predictions made before the calls give, and the host evidence the docs c
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+REPO = Path(__file__).resolve().parent.parent
 HOSTS = Path(__file__).parent / "fixtures" / "h200-hosts"
 _ITER = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*?elapsed time per iteration \(ms\): ([\d.]+)")
 
@@ -26,7 +29,7 @@ def predicted(path: Path) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("call", ["call6", "call7/te", "call11", "call12", "call13", "call15", "call16", "call17",
-                                  "call19", "call22", "call23"])
+                                  "call19", "call22", "call23", "call25"])
 def test_readme_table_is_the_logs_against_the_predictions_made_before(call: str) -> None:
     readme = (HOSTS / "README.md").read_text()
     pred = predicted(HOSTS / call / "predicted-before.txt")
@@ -54,6 +57,73 @@ def test_call23_calibrated_table_is_the_procedure_written_down_before() -> None:
     # the README's verdict: four of six within 15 % without the factor, one with it
     assert sum(b <= 0.15 for b, _ in errors.values()) == 4 and sum(c <= 0.15 for _, c in errors.values()) == 1
     assert "x1.36" in readme and statistics.median(steady(HOSTS / "call23" / "calibrate-host" / "train.log")) == 198.0
+
+
+def _call25_step(name: str) -> float:
+    """A call-25 spec's measured step (s): the median after iteration 3, the two runs of an hx spec averaged."""
+    runs = (name, f"{name}-r2") if name.startswith("hx-") else (name,)
+    return statistics.mean(statistics.median(steady(HOSTS / "call25" / r / "train.log")) for r in runs) / 1e3
+
+
+def test_call25_calibration_from_three_runs_passes_the_check_written_down_before() -> None:
+    readme = (HOSTS / "README.md").read_text()
+    before = predicted(HOSTS / "call25" / "predicted-before.txt")
+    calibrated = predicted(HOSTS / "call25" / "predicted-calibrated.txt")
+    assert calibrated.keys() == before.keys()
+    for name, p in calibrated.items():
+        its = steady(HOSTS / "call25" / name / "train.log")
+        m = statistics.median(its)
+        assert f"| call25/{name} | {p:.0f} | {m:.1f} ({min(its):.1f}-{max(its):.1f}) | {(p / m - 1) * 100:+.1f}% |" in readme
+    # the criterion fixed before the call: over the host-bound specs, median |error| and the count within 15 %
+    named = ["hx-h512", "hx-h1024", "hx-h1536", "att-s512-h1024-b8", "cal2-gpt-h768-l12-ga4", "cal2-llama-h1024-l6-ga2",
+             "cal2-qwen3-h512-l8-ga8"]
+    err = {k: [abs(d[n] / (_call25_step(n) * 1e3) - 1) for n in named] for k, d in (("b", before), ("c", calibrated))}
+    assert round(statistics.median(err["b"]) * 100, 1) == 23.5 and round(statistics.median(err["c"]) * 100, 1) == 17.2
+    assert sum(e <= 0.15 for e in err["b"]) == 2 and sum(e <= 0.15 for e in err["c"]) == 3
+    # the factor was calibrate's median of the three runs made first, by the model at f21c84f (x1.08); the model
+    # refitted since prices the job otherwise, so today's factor differs, but it is still the middle run's
+    assert "x1.06, x1.08, x1.15, median **x1.08**" in readme
+    from compiler.cli import main
+    out = io.StringIO()
+    logs = [str(HOSTS / "call25" / f"calibrate-host-{i}" / "train.log") for i in (1, 2, 3)]
+    assert main(["calibrate", str(REPO / "specs" / "calibrate-host.yaml"), *logs, "--format", "json"], out,
+                io.StringIO()) == 0
+    report = json.loads(out.getvalue())
+    assert report["host_time_factor"] == sorted(r["factor"] for r in report["runs"])[1]
+
+
+def test_call25_crossover_favours_the_split_at_the_loss() -> None:
+    # the hx series (GPT L4 s1024, 4 micro batches, h512 to h3072), host scaled by its h512 and h1024 runs: the
+    # model's micro batch (host_time.microbatch_seconds: forward and backward each the longer side) against the host
+    # running ahead into the next micro batch (max(GPU, host, host's backward share + GPU's forward))
+    from compiler.megatron import host_time
+    from compiler.one_pass import compile_spec
+
+    def split(g: float, h: float) -> float:
+        return host_time.microbatch_seconds(g, h, True)
+
+    def ahead(g: float, h: float) -> float:
+        return max(g, h, (1 - host_time.MICROBATCH_FORWARD_SHARE) * h + g * host_time.GPU_FORWARD_SHARE)
+
+    parts = {}
+    for h in (512, 1024, 1536, 1792, 2048, 2560, 3072):
+        st = compile_spec(str(REPO / "tests" / "e2e" / f"hx-h{h}.yaml"), "hx", render_files=False).facts.step_time
+        s = st.stages[0]
+        parts[h] = (s.gpu_s, s.host_s, st.seconds - 4 * s.microbatch_s)
+    measured = {h: _call25_step(f"hx-h{h}") for h in parts}
+
+    def err(h: int, f: float, form: Any) -> float:
+        g, host, rest = parts[h]
+        return (4 * form(g, host * f) + rest) / measured[h] - 1
+
+    f = min((k / 100 for k in range(50, 250)), key=lambda f: sum(err(h, f, split) ** 2 for h in (512, 1024)))
+    # the README's figures are the model's at f21c84f (x1.27; -2.5, -6.7, -2.7 % against -4.9, -16.4, -13.5 %);
+    # a refit of the host's speed since moves the factor, not the verdict
+    assert 1.15 <= f <= 1.4
+    between = (1536, 1792, 2048)
+    assert all(abs(err(h, f, split)) < 0.08 for h in between)
+    assert max(abs(err(h, f, ahead)) for h in between) > 0.12
+    assert sum(err(h, f, split) ** 2 for h in between) < sum(err(h, f, ahead) ** 2 for h in between) / 5
 
 
 def test_call24_one_launch_twice_on_one_host() -> None:

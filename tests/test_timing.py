@@ -273,11 +273,11 @@ def test_leave_one_out_holds_the_committed_worst_fold() -> None:
     # lent hosts that ran the same job up to 2.2x apart miss it (docs/performance-model.md,
     # tests/fixtures/h200-hosts)
     # call 22's host ran the tiny GPT with 8 layers in 100.7 ms where calls 6 and 11 took 198 and 175: its
-    # host-bound Llama-shaped run is the worst (+80 %), call 6's tiny runs the other way (-43 %)
+    # host-bound Llama-shaped run is the worst (+84 %), call 6's tiny runs the other way (-43 %)
     own = [r for r in VALIDATION["rows"] if not r["contended"]]
-    assert len(own) >= 136
-    assert VALIDATION["worst"] <= 0.81
-    assert sum(abs(r["error"]) <= 0.15 for r in own) >= 95
+    assert len(own) >= 158
+    assert VALIDATION["worst"] <= 0.85
+    assert sum(abs(r["error"]) <= 0.15 for r in own) >= 112
 
 
 def test_host_calibrated_leave_one_out_holds_the_committed_figures() -> None:
@@ -288,14 +288,14 @@ def test_host_calibrated_leave_one_out_holds_the_committed_figures() -> None:
     # gave a layer pass and a micro batch
     own = [r for r in VALIDATION["rows"] if not r["contended"]]
     assert VALIDATION["worst_calibrated"] <= 0.57
-    assert sum(abs(r["calibrated_error"]) <= 0.15 for r in own) >= 98
+    assert sum(abs(r["calibrated_error"]) <= 0.15 for r in own) >= 119
     cal = [r for r in own if r["calibrated_by"]]
-    assert len(cal) >= 94
+    assert len(cal) >= 116
     # a call's factor is never its own run's: the factor of a run alone on its host is 1
     assert all(r["host_factor"] == 1.0 for r in own if not r["calibrated_by"])
     # the fast host of call 22 and the slow one of call 6 come out either side of 1
     factor = {r["name"]: r["host_factor"] for r in own}
-    assert factor["call22/mem-llama-h512-l8"] < 0.75 and factor["call6/mem-l24"] > 1.25
+    assert factor["call22/mem-llama-h512-l8"] < 0.75 and factor["call6/mem-l24"] > 1.2
     assert timing.MEASURED_SPREAD["host-calibrated"] == _tool("perfdoc").spread(VALIDATION)["host-calibrated"]  # type: ignore[attr-defined]
 
 
@@ -336,7 +336,10 @@ def test_local_runs_but_the_host_bound_hold_the_committed_worst() -> None:
     # batch (-32 %: written down before at 36 ms, host-bound by the model; it ran 54); the worst is
     # call6/mem-l4-ga4, -16 % on call 6's slow host
     host_bound = ("tiny-l2-h256", "tiny-l2-h256-ga1", "b1", "call6/mem-b1", "call22/mem-llama-h512-l8",
-                  "call22/mem-qwen3-h768-l6-qk", "call23/cal-mem-h1536-l6")
+                  "call22/mem-qwen3-h768-l6-qk", "call23/cal-mem-h1536-l6",
+                  # call 25's host-bound specs (by the model; that host ran them up to 21 % slower than the fit)
+                  "call25/att-s512-h1024-b8", "call25/cal2-gpt-h768-l12-ga4", "call25/cal2-llama-h1024-l6-ga2",
+                  "call25/cal2-qwen3-h512-l8-ga8", *(f"call25/hx-h{h}{r}" for h in (512, 1024, 1536) for r in ("", "-r2")))
     # (calibrate-host: the tiny GPT of specs/calibrate-host.yaml, calls 23 and 24)
     dense = [r for r in VALIDATION["rows"] if not r["contended"] and "tiny" not in r["name"]
              and "calibrate-host" not in r["name"]

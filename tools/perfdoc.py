@@ -138,7 +138,9 @@ def calibrated_lines(result: dict[str, Any]) -> list[str]:
         "  factor from many runs of a host. `megatron-compile calibrate` gives the median of a few runs of one",
         "  host-bound job instead, and one run is one draw of the host's run-to-run noise (call 24: one launch 137 and",
         "  172 ms minutes apart): the check written down before a call (call 23) calibrated by one run of the",
-        "  calibration job and made five of six estimates worse (tests/fixtures/h200-hosts/README.md). Over the same "
+        "  calibration job and made five of six estimates worse; by three runs (call 25) it made the host-bound jobs'",
+        "  median error 23.5 -> 17.2 % (2 -> 3 of 7 within 15 %), where the host drifted x1.08 -> x1.25 over the call",
+        "  (tests/fixtures/h200-hosts/README.md). Over the same "
         f"{len(own)} runs: worst **{max(errs) * 100:.1f} %**, median {statistics.median(errs) * 100:.1f} %, "
         f"{sum(e <= 0.15 for e in errs)} of {len(own)} within 15 %; the {len(cal)} calibrated: worst "
         f"{max(abs(r['calibrated_error']) for r in cal) * 100:.1f} %, {sum(abs(r['calibrated_error']) <= 0.15 for r in cal)} within 15 %; "
@@ -518,8 +520,16 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "iterations, cuDNN's fused attention alone, the data loader's mask with and without, the compiler's new default",
         "launch, the data loader's workers (0, 1, 8), torch-profiler traces of the local and the TE layers on one",
         "host, six configurations predicted before they ran, the optimizer's and the gradient accumulation's kernels",
-        "in traces. Still open:",
+        "in traces. Call 25, written down before it ran: the unfused attention's passes at s512 (the bench row at s256",
+        "had timed the host: att-s512-h1024-b8 ran 121 ms where the model before said 516, GPU-bound); a GPT at h512 to",
+        "h3072 across the host/GPU crossover, which keeps the model's split of a micro batch at the loss (at the host",
+        "speed its h512 and h1024 runs give, the steps between -2.5 to -6.7 % off by it, -4.9 to -16.4 % if the host ran",
+        "ahead into the next micro batch); calibration from three runs (better than none, 23.5 -> 17.2 % median, but",
+        "the host drifted x1.08 -> x1.25 over the call). Still open:",
         "",
+        "- A host's drift within minutes (call 25: its host-bound runs 3-17 % slower on a second pass, the GPU-bound",
+        "  ones within 3 %; call 24: one launch 137 and 172 ms): calibration runs interleaved with the jobs, or a",
+        "  step-time monitor in the run itself, would tell drift from model error.",
         "- The split between a layer pass and a micro batch within one host: calibrated by its host's other runs, call 6's",
         "  tiny GPT at 8 layers and one micro batch comes out high and at 2 layers and 4 micro batches low (the",
         "  host-calibrated column): the profile's split, which puts a micro batch beyond its layers at 0.98 of a layer",

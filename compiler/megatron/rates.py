@@ -148,7 +148,10 @@ def attention_score_seconds(seq: float) -> float:
     price (host_time.py), not GPU time. A row counts where its passes took at least twice the smallest row's
     (HOST_FLOOR_RATIO): below that the host's issue time, not the scores, sets them."""
     rows = [r for r in table()["attention_core"] if "error" not in r]
-    passes = lambda r: r["fwd_bwd_s"] - r["matmuls_only_s"]  # noqa: E731
+
+    def passes(r: dict[str, Any]) -> float:
+        return float(r["fwd_bwd_s"] - r["matmuls_only_s"])
+
     floor = min(passes(r) for r in rows)
     rows = [r for r in rows if passes(r) >= HOST_FLOOR_RATIO * floor]
     best = min(rows, key=lambda r: (math.log(r["s"] / seq)) ** 2)
