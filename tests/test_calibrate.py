@@ -113,6 +113,8 @@ def test_a_log_without_steady_iterations_is_refused(tmp_path: Path) -> None:
     assert run(TINY, str(tmp_path))[0] == 2  # a directory
     code, _, err = run(str(REPO / "specs"), str(HOSTS / "call6/mem-hc-tiny-l8-ga4/train.log"))
     assert code == 2 and "is a directory: give the one spec the logs ran" in err  # SPEC a directory
+    code, _, err = run(str(tmp_path / "missing.yaml"), str(HOSTS / "call6/mem-hc-tiny-l8-ga4/train.log"))
+    assert code == 2 and "is not a file" in err  # SPEC missing: a usage error, as a missing LOG is
     binary = tmp_path / "binary.log"
     binary.write_bytes(bytes(range(256)) * 10)
     assert run(TINY, str(binary))[0] == 1

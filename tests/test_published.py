@@ -25,8 +25,9 @@ def test_rows_refused_at_most_a_tenth(result: dict[str, Any]) -> None:
 
 def test_median_error_within_10_percent_and_the_worst_fold_held(result: dict[str, Any]) -> None:
     assert result["median"] <= 0.10
-    # 4.6 % (4.3 % at d576f38, before the changes of issue 26's device calls 19-22)
-    assert result["median"] <= 0.047
+    # 4.8 % (4.3 % before the unfused attention's batched matmuls stopped taking a launch-bound bench row as a GPU
+    # rate, rates.gpu_set: the vTrain rows at 2-4 heads a rank; 4.6 % at d576f38)
+    assert result["median"] <= 0.049
     # acceptance is 25 %; mlm-h100-32b and the vTrain rows docs/performance-model.md names stay over it
     assert result["max"] <= 0.31  # mlm-h100-32b +30.6 % (+40.0 % before changes 10 and 12)
     vtrain = [abs(o["error"]) for o in result["rows"] if o["id"].startswith("vtrain")]
@@ -53,7 +54,7 @@ def test_leaving_out_a_rows_kin_holds_the_figures(result: dict[str, Any]) -> Non
     its sweep: the same thresholds as plain leave-one-row-out (a configuration measured twice, or a sweep's
     other layouts, must not carry the figures)."""
     assert result["strict_median"] <= 0.10
-    assert result["strict_median"] <= 0.048  # 4.7 % (the H200 fit of calls 6-10 moves it from 4.6)
+    assert result["strict_median"] <= 0.050  # 4.9 % (4.7 % before rates.gpu_set; the H200 fit of calls 6-10 moved it from 4.6)
     assert result["strict_max"] <= 0.31
 
 

@@ -50,8 +50,9 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    if os.path.isdir(args.spec):
-        err.write(f"megatron-compile calibrate: {args.spec} is a directory: give the one spec the logs ran (the "
+    if not os.path.isfile(args.spec):
+        what = "is a directory" if os.path.isdir(args.spec) else "is not a file"
+        err.write(f"megatron-compile calibrate: {args.spec} {what}: give the one spec the logs ran (the "
                   "calibration job, e.g. specs/calibrate-host.yaml)\n")
         return EXIT_USAGE
     texts = {log: _read(log) for log in args.logs}

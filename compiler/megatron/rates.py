@@ -16,7 +16,7 @@ import json
 import math
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -70,14 +70,29 @@ def linear_seconds(tokens: float, out_features: float, in_features: float, dtype
     return sum(gemm_seconds(tokens, out_features, in_features, kind, dtype) for kind in ("fwd", "dgrad", "wgrad"))
 
 
+# A bench row whose time is under this multiple of the bench's smallest (of its kind) timed the host issuing its
+# ops, not the GPU: the benches time a loop of ops between CUDA events, and where the GPU finishes each op before
+# the host issues the next they time the host, whose work a run's host figures already price (host_time.py).
+HOST_FLOOR_RATIO = 2.0
+
+
+def gpu_set(rows: list[dict[str, Any]], seconds: Callable[[dict[str, Any]], float]) -> list[dict[str, Any]]:
+    """The bench rows the GPU's work set: those that took at least HOST_FLOOR_RATIO x the smallest row's time."""
+    floor = min(seconds(r) for r in rows)
+    return [r for r in rows if seconds(r) >= HOST_FLOOR_RATIO * floor]
+
+
 def bmm_seconds(batch_heads: float, seq: float, head_dim: float, kind: str) -> float:
     """One of the unfused attention's batched matmuls: kind qk ([s, d]·[d, s] per head) or pv
-    ([s, s]·[s, d]); interpolated over heads x batch and sequence (log space), nearest head size."""
+    ([s, s]·[s, d]); its time per multiply-add at the nearest measured (heads x batch, sequence) in log space
+    among the rows the GPU set (gpu_set: the small rows, 13-20 us each whatever their size, are the loop's
+    launches), nearest head size."""
     rows = table()["bmm"]
     sizes = sorted({r["d"] for r in rows})
 
     def per_element(d: int) -> float:
-        pts = sorted((r["bh"], r["s"], r[f"{kind}_s"]) for r in rows if r["d"] == d)
+        timed = gpu_set([r for r in rows if r["d"] == d], lambda r: float(r[f"{kind}_s"]))
+        pts = sorted((r["bh"], r["s"], r[f"{kind}_s"]) for r in timed)
         # time per multiply-add at the nearest measured (bh, s)
         best = min(pts, key=lambda p: (math.log(p[0] / batch_heads)) ** 2 + (math.log(p[1] / seq)) ** 2)
         return float(best[2] / (best[0] * best[1] * best[1] * d))
@@ -132,28 +147,16 @@ def host_seconds_per_launch() -> float:
     return float(table()["launch"]["host_per_launch_s"])
 
 
-# a bench row whose time is under this multiple of the smallest row's measured the host's issue rate
-HOST_FLOOR_RATIO = 2.0
-
-
 def attention_score_seconds(seq: float) -> float:
     """Seconds per attention score of the unfused attention's passes between its matmuls (masked_fill_
     on a view with autograd's CopySlices, softmax, dropout; forward + backward), measured on the whole
     sequence of ops as dot_product_attention.py runs them (tools/attention_bench.py): the run's time
     less that of its matmuls alone, at the measured sequence nearest in log space among the rows the GPU set.
 
-    The bench times its sequence of ops between CUDA events, so where the GPU finishes each op before the host
-    issues the next, it times the host: the smallest row (b2, 4 heads, s256: 0.46 ms for 0.5 M scores, 33x the
-    per-score time of every other row) is the bench's Python and launches, which a run's host figures already
-    price (host_time.py), not GPU time. A row counts where its passes took at least twice the smallest row's
-    (HOST_FLOOR_RATIO): below that the host's issue time, not the scores, sets them."""
-    rows = [r for r in table()["attention_core"] if "error" not in r]
-
-    def passes(r: dict[str, Any]) -> float:
-        return float(r["fwd_bwd_s"] - r["matmuls_only_s"])
-
-    floor = min(passes(r) for r in rows)
-    rows = [r for r in rows if passes(r) >= HOST_FLOOR_RATIO * floor]
+    The smallest row (b2, 4 heads, s256: 0.46 ms for 0.5 M scores, 32-48x the per-score time of every other row)
+    timed the bench's Python and launches, not the GPU (gpu_set)."""
+    rows = gpu_set([r for r in table()["attention_core"] if "error" not in r],
+                   lambda r: float(r["fwd_bwd_s"] - r["matmuls_only_s"]))
     best = min(rows, key=lambda r: (math.log(r["s"] / seq)) ** 2)
     same = [r for r in rows if r["s"] == best["s"]]
     per = [(r["fwd_bwd_s"] - r["matmuls_only_s"]) / (r["b"] * r["heads"] * r["s"] * r["s"]) for r in same]
