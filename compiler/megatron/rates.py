@@ -155,11 +155,13 @@ def attention_score_seconds(seq: float) -> float:
 
     The smallest row (b2, 4 heads, s256: 0.46 ms for 0.5 M scores, 32-48x the per-score time of every other row)
     timed the bench's Python and launches, not the GPU (gpu_set)."""
-    rows = gpu_set([r for r in table()["attention_core"] if "error" not in r],
-                   lambda r: float(r["fwd_bwd_s"] - r["matmuls_only_s"]))
+    def passes(r: dict[str, Any]) -> float:
+        return float(r["fwd_bwd_s"] - r["matmuls_only_s"])
+
+    rows = gpu_set([r for r in table()["attention_core"] if "error" not in r], passes)
     best = min(rows, key=lambda r: (math.log(r["s"] / seq)) ** 2)
     same = [r for r in rows if r["s"] == best["s"]]
-    per = [(r["fwd_bwd_s"] - r["matmuls_only_s"]) / (r["b"] * r["heads"] * r["s"] * r["s"]) for r in same]
+    per = [passes(r) / (r["b"] * r["heads"] * r["s"] * r["s"]) for r in same]
     return float(min(per))
 
 
