@@ -6,9 +6,11 @@ rank of a TP/PP/VPP/DP layout with every collective skipped: WORLD_SIZE and RANK
 the process group is torch's fake one. One process then holds exactly that rank's weights, gradients,
 optimizer shard and activations, so its `max allocated` is that rank's peak memory.
 
-    python tools/fakepg.py plan GEN PLAN.json [NAME...]  # from compiled specs (tests/fixtures/fakepg/specs)
+    python tools/fakepg.py plan GEN PLAN.json [--specs DIR] [NAME...]  # compiled specs (tests/fixtures/fakepg/specs)
     python tools/fakepg.py run PLAN.json LOGDIR   # on the GPU machine: every rank, concurrently
+    SEQUENTIAL=1 python tools/fakepg.py run PLAN.json LOGDIR  # every rank alone on the GPU: its time too
     python tools/fakepg.py table [LOGDIR]         # the measured figures (default: the fixtures)
+    python tools/fakepg.py predict SPEC...        # each planned rank's time by the step model
 
 `plan` reads each compiled launch.sh (GEN/<name>/launch.sh, from
 `python -m compiler tests/fixtures/fakepg/specs/*.yaml -o GEN`) and keeps pretrain_gpt.py's
@@ -23,6 +25,15 @@ ranks would read an unfilled broadcast buffer as token ids); the last rank print
 `run` starts every rank at once (one GPU, separate processes: torch's peak-memory counter is per
 process, so concurrent runs do not disturb it) and stops each after `[after training is done]`.
 Their iteration times are therefore contended and NOT a timing measurement; only memory is judged.
+With SEQUENTIAL=1 (device call 26) every rank still starts at once, since Megatron's imports are most
+of its start-up and are CPU work, but through `fakepg.py rank`, which imports what pretrain_gpt.py
+imports, prints `# fakepg: imports done` and waits for its go file before it runs the unmodified
+pretrain_gpt.py (runpy) and touches the GPU; the ranks are then let go one after another, each alone on
+the GPU until `[after training is done]`: each rank's iteration lines (with a fake process group every
+rank prints them, common_utils.py print_rank_last) are its own compute-only time, every collective
+skipped. `predict` gives the step model's figure for such a rank
+(timing.fake_rank_seconds: its stage's micro batches, its optimizer and the iteration's host work; no
+bubble and no communication), from the spec as the compiler sizes it.
 Not judged this way: MoE (the fake all-to-all routes garbage tokens). Sequence parallel needs
 Transformer Engine or Apex (torch LayerNorm asserts): the `te-*` layouts (issue 27) run through TE,
 installed on the GPU machine by tools/te_measure_device.sh, which also runs this harness.
@@ -39,10 +50,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = ROOT / "tests" / "fixtures" / "fakepg" / "specs"
 LOGS = ROOT / "tests" / "fixtures" / "fakepg" / "logs"
+# an image the compiler does not know to hold Transformer Engine or Apex: torch's optimizer, as on the lent H200
+NO_TE_IMAGE = "docker.io/library/python:3.11"
 _MAX_ALLOC = re.compile(r"^\[Rank (\d+)\] .*memory \(MB\) \| allocated: [\d.]+ \| max allocated: ([\d.]+)")
 _ITER = re.compile(r" iteration +(\d+)/ *(\d+) \|.*\| elapsed time per iteration \(ms\): ([\d.]+)")
 
@@ -83,68 +97,173 @@ def _value(args: list[str], flag: str, default: int) -> int:
     return int(args[args.index(flag) + 1]) if flag in args else default
 
 
-def plan(gen: Path, names: list[str] | None = None) -> list[dict]:
+def world_size(launch: str) -> int:
+    """The GPUs a compiled launch.sh starts: torchrun's --nproc_per_node times its --nnodes."""
+    per = re.search(r"--nproc_per_node[= ](\d+)", launch)
+    nodes = re.search(r"--nnodes[= ](\d+)", launch)
+    return (int(per.group(1)) if per else 1) * (int(nodes.group(1)) if nodes else 1)
+
+
+def ranks(world: int, tp: int, pp: int, cp: int) -> tuple[tuple[str, int], ...]:
+    """The ranks run of a layout: the first pipeline stage's and the last's, each tensor-, context- and
+    data-parallel rank 0 (ranks are laid out tp-cp-ep-dp-pp)."""
+    dp = world // (tp * pp * cp)
+    return (("first", 0), ("last", (pp - 1) * tp * cp * dp)) if pp > 1 else (("first", 0),)
+
+
+def plan(gen: Path, names: list[str] | None = None, specs: Path = SPECS) -> list[dict]:
     runs = []
-    for spec in sorted(SPECS.glob("*.yaml")):
+    for spec in sorted(specs.glob("*.yaml")):
         name = spec.stem
-        if names and name not in names:
+        if names and name not in names or not (gen / name / "launch.sh").exists():
             continue
-        text = spec.read_text()
-        workers = int(re.search(r"^  workers: (\d+)", text, re.M).group(1))  # type: ignore[union-attr]
-        gpus = int(re.search(r"^  gpus_per_worker: (\d+)", text, re.M).group(1))  # type: ignore[union-attr]
-        args = launch_args((gen / name / "launch.sh").read_text()) + ["--fake-process-group"]
-        world = workers * gpus
+        launch = (gen / name / "launch.sh").read_text()
+        args = launch_args(launch) + ["--fake-process-group"]
+        world = world_size(launch)
         tp = _value(args, "--tensor-model-parallel-size", 1)
         pp = _value(args, "--pipeline-model-parallel-size", 1)
         cp = _value(args, "--context-parallel-size", 1)
-        dp = world // (tp * pp * cp)
-        stages = (("first", 0), ("last", (pp - 1) * tp * cp * dp)) if pp > 1 else (("first", 0),)
-        for stage, rank in stages:
+        for stage, rank in ranks(world, tp, pp, cp):
             runs.append({"name": name, "stage": stage, "rank": rank, "world": world, "args": args})
     return runs
 
 
-def run(plan_path: Path, logdir: Path, megatron: str, budget_s: float) -> None:
+IMPORTS_DONE = "# fakepg: imports done"
+
+
+def rank(go: str, root: str, args: list[str]) -> None:
+    """One rank for a sequential run: Megatron's imports, then, once `go` exists, pretrain_gpt.py as is."""
+    import runpy
+
+    sys.path.insert(0, root)
+    import gpt_builders  # noqa: F401  (pretrain_gpt.py's imports, the start-up's CPU work)
+    import megatron.training  # noqa: F401
+    from megatron.core.models.gpt import GPTModel  # noqa: F401
+
+    print(IMPORTS_DONE, flush=True)
+    while not os.path.exists(go):
+        time.sleep(0.1)
+    sys.argv = [f"{root}/pretrain_gpt.py", *args]
+    runpy.run_path(sys.argv[0], run_name="__main__")
+
+
+def _start(r: dict, i: int, logdir: Path, megatron: str, go: Path | None = None
+           ) -> tuple[subprocess.Popen, Path, Any]:
+    """Start one rank of the plan in a session of its own; its log LOGDIR/<layout>/<stage>-rankN.log.
+    With `go`, through `fakepg.py rank`: it waits for that file before pretrain_gpt.py starts."""
+    d = logdir / r["name"]
+    d.mkdir(exist_ok=True)
+    path = d / f"{r['stage']}-rank{r['rank']}.log"
+    log = open(path, "w")
+    env = dict(os.environ, WORLD_SIZE=str(r["world"]), RANK=str(r["rank"]), LOCAL_RANK="0",
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(31000 + i), CUDA_DEVICE_MAX_CONNECTIONS="1")
+    env["RUN_ROOT"] = f"/tmp/fakepg/{r['name']}-{r['stage']}"
+    args = [a.replace("$RUN_ROOT", env["RUN_ROOT"]) for a in r["args"]]
+    how = "python pretrain_gpt.py" if go is None else "python tools/fakepg.py rank GO MEGATRON"  # the latter runs the former
+    log.write(f"# WORLD_SIZE={r['world']} RANK={r['rank']} {how} {shlex.join(args)}\n")
+    log.flush()
+    cmd = [sys.executable, f"{megatron}/pretrain_gpt.py", *args] if go is None else \
+        [sys.executable, str(Path(__file__).resolve()), "rank", str(go), megatron, *args]
+    env["PYTHONUNBUFFERED"] = "1"
+    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd="/tmp", start_new_session=True)
+    return p, path, log
+
+
+def _done(p: subprocess.Popen, path: Path) -> bool:
+    return "after training is done" in path.read_text(errors="replace") or p.poll() is not None
+
+
+def _stop(p: subprocess.Popen) -> None:
+    if p.poll() is None:
+        os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+
+
+def run(plan_path: Path, logdir: Path, megatron: str, budget_s: float, sequential: bool = False,
+        run_timeout_s: float = 120.0) -> None:
     runs = json.loads(plan_path.read_text())
     logdir.mkdir(parents=True, exist_ok=True)
-    procs = []
-    for i, r in enumerate(runs):
-        d = logdir / r["name"]
-        d.mkdir(exist_ok=True)
-        log = open(d / f"{r['stage']}-rank{r['rank']}.log", "w")
-        env = dict(os.environ, WORLD_SIZE=str(r["world"]), RANK=str(r["rank"]), LOCAL_RANK="0",
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(31000 + i), CUDA_DEVICE_MAX_CONNECTIONS="1")
-        env["RUN_ROOT"] = f"/tmp/fakepg/{r['name']}-{r['stage']}"
-        args = [a.replace("$RUN_ROOT", env["RUN_ROOT"]) for a in r["args"]]
-        log.write(f"# WORLD_SIZE={r['world']} RANK={r['rank']} python pretrain_gpt.py {shlex.join(args)}\n")
-        log.flush()
-        p = subprocess.Popen([sys.executable, f"{megatron}/pretrain_gpt.py", *args], stdout=log,
-                             stderr=subprocess.STDOUT, env=env, cwd="/tmp", start_new_session=True)
-        procs.append((p, d / f"{r['stage']}-rank{r['rank']}.log", log))
+    gos = [logdir / f".go-{i}" for i in range(len(runs))] if sequential else [None] * len(runs)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout's TERM still kills every rank (finally)
+    procs = [_start(r, i, logdir, megatron, go) for i, (r, go) in enumerate(zip(runs, gos))]
     start = time.time()
+    try:
+        if sequential:
+            _run_one_by_one(procs, gos, start, budget_s, run_timeout_s)
+        else:
+            _run_together(procs, start, budget_s)
+    finally:
+        for p, _, log in procs:
+            _stop(p)
+            log.close()
+
+
+def _run_together(procs: list, start: float, budget_s: float) -> None:
     live = list(procs)
     while live and time.time() - start < budget_s:
         time.sleep(1)
         for item in list(live):
-            p, path, log = item
-            done = "after training is done" in path.read_text(errors="replace")
-            if done or p.poll() is not None:
-                if p.poll() is None:
-                    os.killpg(p.pid, signal.SIGTERM)
+            p, path, _ = item
+            if _done(p, path):
+                done = "after training is done" in path.read_text(errors="replace")
+                _stop(p)
                 live.remove(item)
                 print(f"{time.time() - start:5.0f}s {path.parent.name}/{path.name}: "
                       f"{'done' if done else f'exit {p.returncode}'}", flush=True)
-    for p, path, log in live:
+    for _, path, _ in live:
         print(f"{path.parent.name}/{path.name}: stopped at the budget", flush=True)
-        os.killpg(p.pid, signal.SIGKILL)
-    deadline = time.time() + 20  # one grace period for all, not one each
-    for p, _, log in procs:
-        try:
-            p.wait(timeout=max(0.1, deadline - time.time()))
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-        log.close()
+
+
+def _run_one_by_one(procs: list, gos: list, start: float, budget_s: float, run_timeout_s: float) -> None:
+    """Wait for every rank's imports, then let each go alone: until its training ends or run_timeout_s."""
+    waiting = list(procs)
+    while waiting and time.time() - start < budget_s:
+        waiting = [(p, path, log) for p, path, log in waiting
+                   if IMPORTS_DONE not in path.read_text(errors="replace") and p.poll() is None]
+        time.sleep(0.2)
+    print(f"{time.time() - start:5.0f}s imports done", flush=True)
+    for (p, path, _), go in zip(procs, gos):
+        if time.time() - start > budget_s:
+            print(f"{path.parent.name}/{path.name}: not started, past the budget", flush=True)
+            continue
+        if p.poll() is not None:
+            print(f"{path.parent.name}/{path.name}: exit {p.returncode} before its turn", flush=True)
+            continue
+        resumed = time.time()
+        go.touch()
+        while not _done(p, path) and time.time() - resumed < run_timeout_s:
+            time.sleep(0.5)
+        done = "after training is done" in path.read_text(errors="replace")
+        code = p.poll()
+        _stop(p)  # its final checkpoint is not waited for; nothing shares the GPU while the next one runs
+        print(f"{time.time() - start:5.0f}s {path.parent.name}/{path.name}: "
+              f"{'done' if done else 'timed out' if code is None else f'exit {code}'} after "
+              f"{time.time() - resumed:.0f} s alone", flush=True)
+
+
+def predict(specs: list[Path]) -> list[str]:
+    """`NAME STAGE MS` for each rank `plan` runs of each spec: the step model's figure for that rank alone
+    (timing.fake_rank_seconds), the spec compiled for an image without TE or Apex, as the lent H200 runs it
+    (torch's optimizer; --set image.base)."""
+    sys.path.insert(0, str(ROOT))
+    from compiler.load.override import Override
+    from compiler.megatron.timing import fake_rank_seconds, parallel_of
+    from compiler.one_pass import compile_spec
+
+    out = []
+    for spec in specs:
+        res = compile_spec(str(spec), str(spec), overrides=(Override(f"image.base={NO_TE_IMAGE}"),),
+                           render_files=False)
+        facts = res.facts
+        if not res.ok or facts is None or facts.step_time is None or facts.layout is None or res.spec is None:
+            out.append(f"{spec.stem} - does not compile or cannot be timed")
+            continue
+        par = parallel_of(res.spec, facts.layout)
+        world = par.gpus_per_worker * par.workers
+        for stage, _ in ranks(world, par.tensor, par.pipeline, par.context):
+            ms = fake_rank_seconds(facts.step_time, stage, par.microbatches) * 1e3
+            out.append(f"{spec.stem}/{stage} {ms:.0f} {facts.step_time.bound}")
+    return out
 
 
 def table(logdir: Path) -> list[dict]:
@@ -162,10 +281,19 @@ def table(logdir: Path) -> list[dict]:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["plan"]:
-        Path(argv[2]).write_text(json.dumps(plan(Path(argv[1]), argv[3:]), indent=1) + "\n")
+        rest = argv[3:]
+        specs = Path(rest[1]) if rest[:1] == ["--specs"] else SPECS
+        names = rest[2:] if rest[:1] == ["--specs"] else rest
+        Path(argv[2]).write_text(json.dumps(plan(Path(argv[1]), names, specs), indent=1) + "\n")
     elif argv[:1] == ["run"]:
         run(Path(argv[1]), Path(argv[2]), os.environ.get("MEGATRON", "/opt/Megatron-LM"),
-            float(os.environ.get("BUDGET_S", "240")))
+            float(os.environ.get("BUDGET_S", "240")), os.environ.get("SEQUENTIAL") == "1",
+            float(os.environ.get("RUN_TIMEOUT_S", "120")))
+    elif argv[:1] == ["rank"]:
+        rank(argv[1], argv[2], argv[3:])
+    elif argv[:1] == ["predict"]:
+        for line in predict([Path(a) for a in argv[1:]]):
+            print(line)
     elif argv[:1] == ["table"]:
         print(json.dumps(table(Path(argv[1]) if len(argv) > 1 else LOGS), indent=1))
     else:

@@ -323,6 +323,14 @@ def _te(par: Parallel) -> bool:
     return par.stack.startswith("te")
 
 
+def fake_rank_seconds(step: StepTime, stage: str, microbatches: int) -> float:
+    """One rank of the layout run alone with --fake-process-group (every collective skipped; tools/fakepg.py
+    SEQUENTIAL=1): its stage's micro batches, its optimizer step and the iteration's host work. No pipeline
+    bubble (no rank waits for another) and no communication: the rest of step_time's figure for that stage."""
+    mb = next(s.microbatch_s for s in step.stages if s.stage == stage)
+    return microbatches * mb + step.term("optimizer").seconds + step.term("iteration").seconds
+
+
 # ---------------------------------------------------------------------------- from a spec
 
 

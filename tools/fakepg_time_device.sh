@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Issue 26, device call 26: multi-GPU layouts timed rank by rank on one lent H200. Each rank of PLAN
+# (`tools/fakepg.py plan GEN PLAN --specs tests/e2e fpg-...` over compiled tests/e2e/fpg-*.yaml) runs the
+# compiled launch's pretrain_gpt.py arguments with --fake-process-group, alone on the GPU, one after
+# another (tools/fakepg.py run with SEQUENTIAL=1): its iteration lines are that rank's compute-only time.
+# Run from the repository root on the device; not part of CI.
+#
+#   PLAN=.dev/fpg/plan.json bash tools/fakepg_time_device.sh
+#
+# Expects .dev/megatron (Megatron-LM's runtime subset at the pinned commit). Writes $OUT/summary.txt and
+# $OUT/fakepg-time.tar.gz (every rank's log, lscpu), rewritten at the end and when cut short.
+# BUDGET_S (default 460): no rank starts after it; RUN_TIMEOUT_S (default 120): a rank's limit.
+set -uo pipefail
+
+OUT=${OUT:-/tmp/fpg-out}
+PLAN=${PLAN:-.dev/fpg/plan.json}
+LOGS=/tmp/fpg-time
+rm -rf "$LOGS"
+mkdir -p "$OUT" "$LOGS"
+export PYTHONUNBUFFERED=1 BUDGET_S=${BUDGET_S:-460} RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-120} SEQUENTIAL=1
+pack() { tar -czf "$OUT/fakepg-time.tar.gz.part" -C "$LOGS" . && mv "$OUT/fakepg-time.tar.gz.part" "$OUT/fakepg-time.tar.gz"; cp "$LOGS/summary.txt" "$OUT/summary.txt"; }
+trap pack EXIT
+say() { printf '%s\n' "$*" | tee -a "$LOGS/summary.txt"; }
+
+say "## machine: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader)"
+say "## cpu: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) cores); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+say "## date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+lscpu >"$LOGS/lscpu.txt" 2>&1
+rm -rf .megatron && cp -r .dev/megatron .megatron
+# shellcheck source=tools/device_image.sh disable=SC1091
+source tools/device_image.sh
+make -C /opt/Megatron-LM/megatron/core/datasets >"$LOGS/make.txt" 2>&1
+say "## dataset helper: exit $?"
+cp "$PLAN" "$LOGS/plan.json"
+MEGATRON=/opt/Megatron-LM timeout -s TERM $((BUDGET_S + RUN_TIMEOUT_S + 30)) \
+  python3 tools/fakepg.py run "$PLAN" "$LOGS/fakepg" 2>&1 | tee -a "$LOGS/summary.txt"
+say "## cpu load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+say "## done after $SECONDS s"
