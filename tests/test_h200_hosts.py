@@ -41,6 +41,24 @@ def test_readme_table_is_the_logs_against_the_predictions_made_before(call: str)
         assert row in readme, row
 
 
+def test_call26_fake_process_group_ranks_table_is_the_logs_against_the_predictions_made_before() -> None:
+    """Device call 26: each rank of seven multi-GPU layouts run alone with --fake-process-group
+    (tools/fakepg.py run, SEQUENTIAL=1); the README's rows are its logs against predicted-before.txt."""
+    readme = (HOSTS / "README.md").read_text()
+    pred = predicted(HOSTS / "call26" / "predicted-before.txt")
+    assert len(pred) == 13 and {n.split("/")[1] for n in pred} == {"first", "last"}
+    for name, p in pred.items():
+        layout, stage = name.split("/")
+        (log,) = (HOSTS / "call26" / "fakepg" / layout).glob(f"{stage}-rank*.log")
+        text = log.read_text()
+        assert "--fake-process-group" in text.splitlines()[0] and "after training is done" in text or stage == "last"
+        its = steady(log)
+        assert len(its) == 9
+        m = statistics.median(its)
+        row = f"| call26/{name} | {p:.0f} | {m:.1f} ({min(its):.1f}-{max(its):.1f}) | {(p / m - 1) * 100:+.1f}% |"
+        assert row in readme, row
+
+
 def test_call23_calibrated_table_is_the_procedure_written_down_before() -> None:
     # predicted-calibrated.txt: each spec's plan.md with the factor `calibrate` gave from the calibration job's log
     readme = (HOSTS / "README.md").read_text()

@@ -69,6 +69,19 @@ class Run(NamedTuple):
     unpriced: str  # an option the model does not price ("": none): shown and counted, never fitted on
     gpus_per_worker: int  # the physical host's GPUs (the 2-worker run ran on one 2-GPU host)
     optimizer: str  # what Megatron imported (host_time.optimizer_impl): "torch" where it warned, else "te"
+    stage: str = ""  # a --fake-process-group rank run alone (tools/fakepg.py): its pipeline stage, "first" or "last"
+
+
+def _fake_ranks() -> list[tuple[str, Path, Path, str]]:
+    """The --fake-process-group ranks a device call ran one at a time (tools/fakepg.py run with SEQUENTIAL=1,
+    h200-hosts/callN/fakepg/<layout>/<stage>-rankN.log): (name, its log, the log with the layout's argument
+    dump, its stage). Only rank 0 dumps Megatron's arguments; the other ranks ran the same command."""
+    out = []
+    for log in sorted((FIX / "h200-hosts").glob("call*/fakepg/*/*-rank*.log")):
+        stage = log.stem.split("-rank")[0]
+        call = log.relative_to(FIX / "h200-hosts").parts[0]
+        out.append((f"{call}/{log.parent.name}/{stage}", log, log.parent / "first-rank0.log", stage))
+    return out
 
 
 def _runs_spec() -> list[tuple[str, list[Path], bool, int, str]]:
@@ -121,6 +134,16 @@ def load_runs() -> list[Run]:
         runs.append(Run(name, ", ".join(str(p.relative_to(REPO)) for p in logs), args, max(params),
                         statistics.median(steady) / 1e3, len(steady), contended, unpriced(args), gpw,
                         "torch" if host_time.TORCH_OPTIMIZER_WARNING in text else "te"))
+    for name, log, dump, stage in _fake_ranks():
+        text = log.read_text(errors="replace")
+        args = parse_args_dump(dump.read_text(errors="replace").splitlines())
+        params = [int(m.group(1)) for m in _PARAMS.finditer(text)]  # the rank's own
+        steady = steady_iterations(text, "")
+        if not args or not params or len(steady) < 2:
+            continue
+        runs.append(Run(name, str(log.relative_to(REPO)), args, max(params), statistics.median(steady) / 1e3,
+                        len(steady), False, unpriced(args), 1,
+                        "torch" if host_time.TORCH_OPTIMIZER_WARNING in text else "te", stage))
     return runs
 
 
@@ -235,6 +258,7 @@ class Parts(NamedTuple):
     tensors: int  # parameter tensors the optimizer walks one by one (timing.iteration_tensors)
     loader: float  # the data loader's least time a step (timing.loader_seconds: its causal masks)
     layer_factor: float  # its layer pass's host time over the GPT layer's (host_time.layer_factor)
+    rank_stage: int = -1  # a fake-process-group rank: the index of its stage in `stages` (-1: the whole step)
 
 
 def parts(run: Run) -> Parts:
@@ -246,10 +270,14 @@ def parts(run: Run) -> Parts:
                          GPUS["h200"],
                          run.params, host_speed=0.0, host_per_iteration=0.0, te_host_per_layer=0.0)
         table.append(tuple((s.gpu_s, s.launch_s, s.moe_host_s, s.passes) for s in step.stages))
-    rest = sum(t.seconds for t in step.terms if t.exposed and t.name not in ("compute", "bubble", "iteration", "data-loader"))
+    # a fake-process-group rank skips every collective: of the rest only its optimizer (timing.fake_rank_seconds)
+    kept = ("optimizer",) if run.stage else tuple(t.name for t in step.terms if t.name not in
+                                                  ("compute", "bubble", "iteration", "data-loader"))
+    rest = sum(t.seconds for t in step.terms if t.exposed and t.name in kept)
+    rank_stage = [s.stage for s in step.stages].index(run.stage) if run.stage else -1
     return Parts(par.microbatches, par.pipeline, par.virtual_pipeline or 1, tuple(table), rest, te,
                  _b(run.args, "check_for_nan_in_loss_and_grad"), iteration_tensors(fa, par), loader_seconds(fa, par),
-                 host_time.layer_factor(fa, par))
+                 host_time.layer_factor(fa, par), rank_stage)
 
 
 def _stages(p: Parts, f: Fit) -> list[tuple[float, float, float]]:
@@ -265,11 +293,13 @@ def _stages(p: Parts, f: Fit) -> list[tuple[float, float, float]]:
 
 
 def _step(p: Parts, f: Fit) -> float:
-    """timing.step_time's sum with the fit's constants."""
+    """timing.step_time's sum with the fit's constants; for a fake-process-group rank timing.fake_rank_seconds's."""
     per = [micro for micro, _, _ in _stages(p, f)]
+    it = f.te_it if p.te else f.speed * (host_time.ITERATION_S + host_time.PER_TENSOR_S * p.tensors)
+    if p.rank_stage >= 0:
+        return p.m * per[p.rank_stage] + p.rest + it * f.host
     # the schedule's bubble, as timing.step_time takes it: (pp - 1) / v micro batches of the mean stage
     bubble = bubble_fraction(p.pp, p.v if p.v > 1 else None, p.m) * p.m * sum(per) / len(per)
-    it = f.te_it if p.te else f.speed * (host_time.ITERATION_S + host_time.PER_TENSOR_S * p.tensors)
     return p.m * max(per) + bubble + p.rest + it * f.host
 
 
@@ -279,8 +309,9 @@ def predict(p: Parts, f: Fit) -> float:
 
 
 def bound(p: Parts, f: Fit) -> str:
-    """What sets the run's pace by the fit: timing.pace on its slowest stage."""
-    _, gpu, host = max(_stages(p, f))
+    """What sets the run's pace by the fit: timing.pace on its slowest stage (a fake-process-group rank's own)."""
+    stages = _stages(p, f)
+    _, gpu, host = stages[p.rank_stage] if p.rank_stage >= 0 else max(stages)
     return pace(host, gpu, p.loader > _step(p, f))
 
 

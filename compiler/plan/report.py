@@ -207,7 +207,9 @@ def spread_text(step: StepTime, total: TrainingTime | None) -> str:
                  "to train")
     if not step.spread_covers:
         text += ("; this GPU or layout is outside what those runs covered (one H200, no tensor, pipeline, context "
-                 "or expert parallelism): their spread, not a measured one for it")
+                 "or expert parallelism): their spread, not a measured one for it (ranks of tensor- and "
+                 "pipeline-parallel layouts run alone with --fake-process-group are among them: a rank's compute, not "
+                 "its collectives or the bubble, which only published multi-GPU runs check)")
     return text
 
 
