@@ -98,10 +98,11 @@ def _value(args: list[str], flag: str, default: int) -> int:
 
 
 def world_size(launch: str) -> int:
-    """The GPUs a compiled launch.sh starts: torchrun's --nproc_per_node times its --nnodes."""
-    per = re.search(r"--nproc_per_node[= ](\d+)", launch)
-    nodes = re.search(r"--nnodes[= ](\d+)", launch)
-    return (int(per.group(1)) if per else 1) * (int(nodes.group(1)) if nodes else 1)
+    """The GPUs a compiled launch.sh starts: the GPUs it expects a worker times the workers it expects."""
+    per = re.search(r"^EXPECTED_GPUS=(\d+)$", launch, re.M)
+    nodes = re.search(r"^EXPECTED_NNODES=(\d+)$", launch, re.M)
+    assert per, "launch.sh: no EXPECTED_GPUS line"
+    return int(per.group(1)) * (int(nodes.group(1)) if nodes else 1)
 
 
 def ranks(world: int, tp: int, pp: int, cp: int) -> tuple[tuple[str, int], ...]:

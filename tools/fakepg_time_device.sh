@@ -10,6 +10,7 @@
 # Expects .dev/megatron (Megatron-LM's runtime subset at the pinned commit). Writes $OUT/summary.txt and
 # $OUT/fakepg-time.tar.gz (every rank's log, lscpu), rewritten at the end and when cut short.
 # BUDGET_S (default 460): no rank starts after it; RUN_TIMEOUT_S (default 120): a rank's limit.
+# HEAD_BENCH=1: tools/head_bench.py first, alone on the GPU (its rows in head-bench.json and summary.txt).
 set -uo pipefail
 
 OUT=${OUT:-/tmp/fpg-out}
@@ -32,6 +33,10 @@ source tools/device_image.sh
 make -C /opt/Megatron-LM/megatron/core/datasets >"$LOGS/make.txt" 2>&1
 say "## dataset helper: exit $?"
 cp "$PLAN" "$LOGS/plan.json"
+if [ "${HEAD_BENCH:-0}" = 1 ]; then
+  python3 tools/head_bench.py "$LOGS/head-bench.json" 2>&1 | tee -a "$LOGS/summary.txt"
+  say "## head bench: exit ${PIPESTATUS[0]}"
+fi
 MEGATRON=/opt/Megatron-LM timeout -s TERM $((BUDGET_S + RUN_TIMEOUT_S + 30)) \
   python3 tools/fakepg.py run "$PLAN" "$LOGS/fakepg" 2>&1 | tee -a "$LOGS/summary.txt"
 say "## cpu load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

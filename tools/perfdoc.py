@@ -219,20 +219,33 @@ def _pct(x: float) -> str:
     return f"{x * 100:+.1f}%"
 
 
-def memory_rows() -> list[str]:
+def fakepg_specs() -> list[Path]:
     import fakepg
+
+    return sorted(fakepg.SPECS.glob("*.yaml"))
+
+
+def memory_rows() -> list[str]:
+    """Each fake-process-group rank's `max allocated` against its stage's estimate: tests/fixtures/fakepg's layouts,
+    then device call 26's ranks run alone (compiled for the device's image, without TE)."""
+    import fakepg
+    from compiler.load.override import Override
     from compiler.megatron.stage_memory import stage_peaks
     from compiler.one_pass import compile_spec
 
-    measured = {(r["name"], r["stage"]): r for r in fakepg.table(fakepg.LOGS)}
+    sets = [(fakepg.LOGS, fakepg_specs(), (), ""),
+            (HOSTS / "call26" / "fakepg", sorted((REPO / "tests" / "e2e").glob("fpg-*.yaml")),
+             (Override(f"image.base={fakepg.NO_TE_IMAGE}"),), "call26/")]
     out = []
-    for spec in sorted(fakepg.SPECS.glob("*.yaml")):
-        res = compile_spec(str(spec), str(spec.relative_to(REPO)), render_files=False)
-        assert res.facts is not None and res.facts.layout is not None
-        for p in stage_peaks(res.facts.training, res.facts.layout) or []:
-            m = measured[(spec.stem, p.stage)]
-            mb = m["max_allocated_mb"]
-            out.append(f"| {spec.stem} | {p.stage} | {p.rank} | {mb:,.1f} | {p.peak_mb:,.1f} | {_pct(p.peak_mb / mb - 1)} |")
+    for logs, specs, overrides, prefix in sets:
+        measured = {(r["name"], r["stage"]): r for r in fakepg.table(logs)}
+        for spec in specs:
+            res = compile_spec(str(spec), str(spec.relative_to(REPO)), overrides=overrides, render_files=False)
+            assert res.facts is not None and res.facts.layout is not None
+            for p in stage_peaks(res.facts.training, res.facts.layout) or []:
+                mb = measured[(spec.stem, p.stage)]["max_allocated_mb"]
+                out.append(f"| {prefix}{spec.stem} | {p.stage} | {p.rank} | {mb:,.1f} | {p.peak_mb:,.1f} | "
+                           f"{_pct(p.peak_mb / mb - 1)} |")
     return out
 
 
@@ -409,6 +422,13 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "after its neighbour exited are its own: they are a row of their own). A run with an option the model does not",
         "price (--deterministic-mode) is shown and counted but not fitted on. The model's terms were written with the kept runs in view: leave-one-out checks the",
         "fitted constants, not the choice of terms; H200 runs the model has never seen are the real test.",
+        "Ranks of multi-GPU layouts are kept runs too (tests/fixtures/h200-hosts/call26, `call26/<layout>/<stage>` below):",
+        "the first and the last pipeline stage's rank of seven 4- and 8-GPU layouts of 8B-, 70B- and Qwen-7B-shaped models,",
+        "each run alone on the H200 with --fake-process-group (tools/fakepg.py run, SEQUENTIAL=1). With every collective",
+        "skipped a rank is its stage's micro batches, its optimizer step and the iteration (timing.fake_rank_seconds): no",
+        "bubble and no communication. They check the GPU side at TP 1 to 8 shard shapes, PP 2 to 4, virtual stages,",
+        "selective recompute and the optimizer's shard at DP 4, not the collectives or the bubble, which only the",
+        "published runs below check.",
         "",
         f"- host speed: **{full.speed:.3f}** of the profiled figures (folds: {min(x.speed for x in folds):.3f} to "
         f"{max(x.speed for x in folds):.3f}): a dense layer pass {full.speed * host_time.LAYER_PASS_S * 1e3:.2f} ms, a micro "
@@ -444,8 +464,11 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         *published_doc.section(published),
         "## Memory per pipeline stage (--fake-process-group)",
         "",
-        "tests/fixtures/fakepg: ten layouts of 4 to 16 GPUs, each run on one H200 as its first and its last",
-        "pipeline stage (tools/fakepg.py). Megatron's `max allocated` against compiler/megatron/stage_memory.py:",
+        f"tests/fixtures/fakepg: {len(fakepg_specs())} layouts of 2 to 16 GPUs, each run on one H200 as its first and its last",
+        "pipeline stage (tools/fakepg.py), every rank at once (memory only); and `call26/...`, the ranks of device call",
+        "26 run alone (tests/fixtures/h200-hosts/call26, their specs tests/e2e/fpg-*.yaml compiled for the image the",
+        "device ran: no TE), against the estimate committed before that call. Megatron's `max allocated` against",
+        "compiler/megatron/stage_memory.py:",
         "",
         "| layout | stage | rank | measured MB | estimate MB | error |",
         "|---|---|---:|---:|---:|---:|",
