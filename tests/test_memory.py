@@ -378,24 +378,27 @@ def test_stage_peaks_within_5_percent_on_the_fake_process_group_layouts():
 
 
 def test_stage_peaks_on_the_ranks_run_alone():
-    """Device call 26 (tests/fixtures/h200-hosts/call26): seven larger layouts (8B-, 70B- and Qwen-7B-shaped, s4096,
-    TP 1-8, PP 1-4, VPP, DP 4), each rank alone with --fake-process-group, against the estimate committed
-    before the call; the spec compiled as the device ran it (torch's optimizer: no TE image)."""
+    """Device calls 26 and 27 (tests/fixtures/h200-hosts): twelve larger layouts (GPT-3-, 8B-, 70B- and
+    Qwen-7B-shaped, s2048-8192, TP 1-8, PP 1-4, VPP, DP 2 and 4, selective and full recompute), each rank alone with
+    --fake-process-group, against the estimate committed before each call; the spec compiled as the device ran it
+    (torch's optimizer: no TE image). Memory does not depend on the values, so the ranks whose data went NaN count."""
     from compiler.megatron.stage_memory import stage_peaks
 
-    logs = REPO / "tests" / "fixtures" / "h200-hosts" / "call26" / "fakepg"
-    measured = {(r["name"], r["stage"]): r for r in fakepg.table(logs)}
     errors = {}
-    for spec in sorted((REPO / "tests" / "e2e").glob("fpg-*.yaml")):
-        result = compile_spec(str(spec), spec.name, overrides=(Override(f"image.base={fakepg.NO_TE_IMAGE}"),),
-                              render_files=False)
-        assert result.facts is not None and result.facts.layout is not None
-        for peak in stage_peaks(result.facts.training, result.facts.layout):
-            m = measured[(spec.stem, peak.stage)]
-            assert m["rank"] == peak.rank
-            errors[(spec.stem, peak.stage)] = peak.peak_mb / m["max_allocated_mb"] - 1
-    assert len(errors) == 13 == len(measured)
-    assert max(abs(e) for e in errors.values()) <= 0.02, errors  # the committed worst: -1.7 % (qwen, last), +1.7 % (sel, last)
+    for call in ("call26", "call27"):
+        logs = REPO / "tests" / "fixtures" / "h200-hosts" / call / "fakepg"
+        measured = {(r["name"], r["stage"]): r for r in fakepg.table(logs)}
+        layouts = sorted(d.name for d in logs.iterdir() if d.is_dir())
+        for name in layouts:
+            result = compile_spec(str(REPO / "tests" / "e2e" / f"{name}.yaml"), f"{name}.yaml",
+                                  overrides=(Override(f"image.base={fakepg.NO_TE_IMAGE}"),), render_files=False)
+            assert result.facts is not None and result.facts.layout is not None
+            for peak in stage_peaks(result.facts.training, result.facts.layout):
+                m = measured[(name, peak.stage)]
+                assert m["rank"] == peak.rank
+                errors[(call, name, peak.stage)] = peak.peak_mb / m["max_allocated_mb"] - 1
+    assert len(errors) == 22
+    assert max(abs(e) for e in errors.values()) <= 0.025, errors  # the committed worst: -2.0 % (tp8-pp2-h8192, last)
 
 
 def test_transformer_engine_layouts_are_measured_with_sequence_parallel():

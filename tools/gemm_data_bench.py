@@ -10,7 +10,9 @@ This times bf16 torch.matmul at a few of those ranks' shapes on random normal da
 
     python3 tools/gemm_data_bench.py OUT.json   # on the GPU machine
 
-Each: 5 warm-up rounds, then the median of 30 timed between CUDA events, the fills interleaved 3 times.
+Each: 5 warm-up rounds, then the median of 30 timed between CUDA events, the fills interleaved 3 times
+(`*_s`); and sustained, as a training rank runs them: 400 back to back between two events, after 100
+(`*_sustained_s`, a GEMM's mean), where the GPU has reached the clock its power limit allows.
 """
 
 from __future__ import annotations
@@ -46,17 +48,32 @@ def timed(a: torch.Tensor, b: torch.Tensor, rounds: int = 30, warm: int = 5) -> 
     return statistics.median(out)
 
 
+def sustained(a: torch.Tensor, b: torch.Tensor, n: int = 400, warm: int = 100) -> float:
+    for _ in range(warm):
+        torch.matmul(a, b)
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(n):
+        torch.matmul(a, b)
+    e.record()
+    torch.cuda.synchronize()
+    return s.elapsed_time(e) / 1e3 / n
+
+
 def main(out_path: str) -> int:
     rows = []
     for m, n, k in SHAPES:
         a = torch.empty(m, k, device="cuda", dtype=torch.bfloat16)
         b = torch.empty(k, n, device="cuda", dtype=torch.bfloat16)
         times: dict[str, list[float]] = {f: [] for f in FILLS}
+        long: dict[str, list[float]] = {f: [] for f in FILLS}
         for _ in range(3):
             for f in FILLS:
                 fill(a, f), fill(b, f)
                 times[f].append(timed(a, b))
-        row = {"m": m, "n": n, "k": k, **{f"{f}_s": statistics.median(v) for f, v in times.items()}}
+                long[f].append(sustained(a, b))
+        row = {"m": m, "n": n, "k": k, **{f"{f}_s": statistics.median(v) for f, v in times.items()},
+               **{f"{f}_sustained_s": statistics.median(v) for f, v in long.items()}}
         row["tflops_normal"] = 2 * m * n * k / row["normal_s"] / 1e12
         rows.append(row)
         print(json.dumps(row), flush=True)

@@ -97,14 +97,22 @@ def preregistered(result: dict[str, Any]) -> list[str]:
     today's fit gives them."""
     by_name = {r["name"]: r for r in result["rows"]}
     errs: dict[str, list[float]] = {"GPU": [], "host": []}
-    calls = []
+    calls: list[str] = []
+    missing: list[str] = []
+    void: list[str] = []
     for path in sorted(HOSTS.glob("call*/**/predicted-before.txt"),
                        key=lambda p: int(re.findall(r"\d+", p.relative_to(HOSTS).parts[0])[0])):
         call = str(path.parent.relative_to(HOSTS))
         calls.append(call)
         for line in path.read_text().splitlines():
             name, predicted = line.split()[:2]
-            row = by_name[f"{call}/{name}"]
+            row = by_name.get(f"{call}/{name}")
+            if row is None:  # written down, but no log of it (yet): said, never dropped silently
+                missing.append(f"{call}/{name}")
+                continue
+            if row["void"]:  # ran, but its time is not its configuration's (validate_timing.void_data)
+                void.append(f"{call}/{name}")
+                continue
             errs[row["bound"]].append(float(predicted) / row["measured_ms"] - 1)
     out = [f"- written down before the runs (plan.md's figure from the model as committed before each call, never fitted "
            f"on them: predicted-before.txt of {', '.join(calls)}):"]
@@ -116,6 +124,11 @@ def preregistered(result: dict[str, Any]) -> list[str]:
             out.append(f"  - {kind}-bound by today's fit, {len(e)} runs: {_pct(min(e))} to {_pct(max(e))}, "
                        f"{sum(abs(x) <= 0.15 for x in e)} within 15 %; {inside} measured within the spread of their kind "
                        f"({lo:.2f}-{hi:.2f}x the estimate)")
+    if void:
+        out.append(f"  - written down, run, and not counted (their data went NaN or zero: the table's notes): "
+                   f"{', '.join(void)}")
+    if missing:
+        out.append(f"  - written down but with no log of its run: {', '.join(missing)}")
     return out
 
 
@@ -227,15 +240,18 @@ def fakepg_specs() -> list[Path]:
 
 def memory_rows() -> list[str]:
     """Each fake-process-group rank's `max allocated` against its stage's estimate: tests/fixtures/fakepg's layouts,
-    then device call 26's ranks run alone (compiled for the device's image, without TE)."""
+    then the ranks device calls 26 and 27 ran alone (compiled for the device's image, without TE)."""
     import fakepg
     from compiler.load.override import Override
     from compiler.megatron.stage_memory import stage_peaks
     from compiler.one_pass import compile_spec
 
-    sets = [(fakepg.LOGS, fakepg_specs(), (), ""),
-            (HOSTS / "call26" / "fakepg", sorted((REPO / "tests" / "e2e").glob("fpg-*.yaml")),
-             (Override(f"image.base={fakepg.NO_TE_IMAGE}"),), "call26/")]
+    no_te = (Override(f"image.base={fakepg.NO_TE_IMAGE}"),)
+    sets = [(fakepg.LOGS, fakepg_specs(), (), "")]
+    for call in ("call26", "call27"):  # the ranks run alone: the layouts each call ran (tests/e2e/<layout>.yaml)
+        logs = HOSTS / call / "fakepg"
+        sets.append((logs, [REPO / "tests" / "e2e" / f"{d.name}.yaml" for d in sorted(logs.iterdir()) if d.is_dir()],
+                     no_te, f"{call}/"))
     out = []
     for logs, specs, overrides, prefix in sets:
         measured = {(r["name"], r["stage"]): r for r in fakepg.table(logs)}
@@ -319,9 +335,12 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         f"{rates.QK_NORM_S_PER_ELEMENT['te-rmsnorm'] * 1e12:.1f} ps, torch's {rates.QK_NORM_S_PER_ELEMENT['torch-rmsnorm'] * 1e12:.1f} "
         "ps, against the layer's own norms' 6.9) | measured on their own at two models' query and key shapes "
         "(tools/norm_host_bench.py, tests/fixtures/h200-hosts/call19); their host time is a layer feature (host row) |",
-        "| cross entropy | 52 bytes a logit (.float() 6, max 4, subtract 8, exp 8, sum 4, divide 8; backward 8 + 6); "
-        "22 with --cross-entropy-loss-fusion (max 2, exp 6, divide 8, gradient 6) | counted from cross_entropy.py "
-        "and fusions/fused_cross_entropy.py, at the measured HBM rate |",
+        f"| cross entropy | {layer_time.CROSS_ENTROPY_BYTES} bytes a logit (.float() 6, max 4, subtract 8, exp 8, sum 4, "
+        "divide 8; backward 8 + 6); 22 with --cross-entropy-loss-fusion (max 2, exp 6, divide 8, gradient 6) | counted "
+        "from cross_entropy.py and fusions/fused_cross_entropy.py, at the measured HBM rate; the head as a whole (the "
+        "output layer's GEMMs and the cross entropy) timed alone at eight shapes of 131 M to 2.1 G logits "
+        "(tools/head_bench.py, tests/fixtures/h200-hosts/call27/head-bench.json): -6.6 to +0.3 % from the model's "
+        "terms, though alone the cross entropy took 71-85 bytes a logit and the GEMMs 2-8 % under the table |",
         f"| gradient accumulation | without gradient-accumulation fusion, the DDP hook's main_grad.add_(grad) (a bf16 "
         f"gradient into fp32: torch's casting add) each micro batch: {rates.GRAD_ACCUMULATION_S_PER_PARAM * 1e12:.2f} ps a "
         "parameter (10 bytes at 2.3-2.5 TB/s, not the copy's rate) | measured: the kernels' time in torch-profiler traces "
@@ -428,7 +447,11 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "skipped a rank is its stage's micro batches, its optimizer step and the iteration (timing.fake_rank_seconds): no",
         "bubble and no communication. They check the GPU side at TP 1 to 8 shard shapes, PP 2 to 4, virtual stages,",
         "selective recompute and the optimizer's shard at DP 4, not the collectives or the bubble, which only the",
-        "published runs below check.",
+        "published runs below check. A stage after the first receives nothing under a fake process group: the fake",
+        "receive leaves its torch.empty buffer as it was, and where that went NaN or zero the rank's GEMMs ran on NaN or",
+        "zeros, which the H200 runs 13-17 % faster than on data once its clock settles under the power limit",
+        "(tools/gemm_data_bench.py, tests/fixtures/h200-hosts/call28). Those ranks (their last grad norm nan or 0) are",
+        "shown with the reason and neither fitted nor counted, as a contended run is (tools/validate_timing.py void_data).",
         "",
         f"- host speed: **{full.speed:.3f}** of the profiled figures (folds: {min(x.speed for x in folds):.3f} to "
         f"{max(x.speed for x in folds):.3f}): a dense layer pass {full.speed * host_time.LAYER_PASS_S * 1e3:.2f} ms, a micro "
@@ -452,7 +475,8 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in result["rows"]:
-        note = ("contended: started with other jobs on the same GPU" if r["contended"]
+        note = (f"not counted: {r['void']}" if r["void"]
+                else "contended: started with other jobs on the same GPU" if r["contended"]
                 else f"not fitted on: {r['unpriced']}" if r["unpriced"]
                 else PROFILED_CONFIGURATION.get(r["name"], ""))
         cal = (f"{r['calibrated_ms']:.1f} (x{r['host_factor']:.2f}) | {_pct(r['calibrated_error'])}"
@@ -465,9 +489,9 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "## Memory per pipeline stage (--fake-process-group)",
         "",
         f"tests/fixtures/fakepg: {len(fakepg_specs())} layouts of 2 to 16 GPUs, each run on one H200 as its first and its last",
-        "pipeline stage (tools/fakepg.py), every rank at once (memory only); and `call26/...`, the ranks of device call",
-        "26 run alone (tests/fixtures/h200-hosts/call26, their specs tests/e2e/fpg-*.yaml compiled for the image the",
-        "device ran: no TE), against the estimate committed before that call. Megatron's `max allocated` against",
+        "pipeline stage (tools/fakepg.py), every rank at once (memory only); and `call26/...`, `call27/...`, the ranks of",
+        "device calls 26 and 27 run alone (tests/fixtures/h200-hosts, their specs tests/e2e/fpg-*.yaml compiled for the",
+        "image the device ran: no TE), against the estimate committed before each call. Megatron's `max allocated` against",
         "compiler/megatron/stage_memory.py:",
         "",
         "| layout | stage | rank | measured MB | estimate MB | error |",

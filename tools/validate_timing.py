@@ -70,6 +70,7 @@ class Run(NamedTuple):
     gpus_per_worker: int  # the physical host's GPUs (the 2-worker run ran on one 2-GPU host)
     optimizer: str  # what Megatron imported (host_time.optimizer_impl): "torch" where it warned, else "te"
     stage: str = ""  # a --fake-process-group rank run alone (tools/fakepg.py): its pipeline stage, "first" or "last"
+    void: str = ""  # why its time is not its configuration's though it ran alone ("": it is): shown, never fitted or counted
 
 
 def _fake_ranks() -> list[tuple[str, Path, Path, str]]:
@@ -82,6 +83,24 @@ def _fake_ranks() -> list[tuple[str, Path, Path, str]]:
         call = log.relative_to(FIX / "h200-hosts").parts[0]
         out.append((f"{call}/{log.parent.name}/{stage}", log, log.parent / "first-rank0.log", stage))
     return out
+
+
+_GRAD_NORM = re.compile(r"\| grad norm: ([^ |]+) \|")
+# A stage after the first receives nothing under a fake process group: the fake receive leaves its torch.empty buffer
+# as it was. Where that went NaN (the grad norm nan) or zero (the grad norm 0: a last stage's loss then ln(its vocabulary
+# shard)), its GEMMs ran on NaN or zeros, which the H200 runs 13-17 % faster than data once its clock settles under the
+# power limit (tools/gemm_data_bench.py, tests/fixtures/h200-hosts/call28): not a rank's time
+VOID_DATA = ("its stage's received activations went {what} (the fake receive's unfilled buffer: grad norm {norm}); the "
+             "H200 runs GEMMs on NaN or zeros 13-17 % faster than on data (h200-hosts/call28): not a rank's time")
+
+
+def void_data(text: str) -> str:
+    """VOID_DATA for a fake-process-group rank's log whose last grad norm is NaN or zero, else ""."""
+    norms = _GRAD_NORM.findall(text)
+    last = norms[-1] if norms else ""
+    if last.lower() == "nan" or (last and float(last) == 0.0):
+        return VOID_DATA.format(what="NaN" if last.lower() == "nan" else "zero", norm=last)
+    return ""
 
 
 def _runs_spec() -> list[tuple[str, list[Path], bool, int, str]]:
@@ -143,7 +162,7 @@ def load_runs() -> list[Run]:
             continue
         runs.append(Run(name, str(log.relative_to(REPO)), args, max(params), statistics.median(steady) / 1e3,
                         len(steady), False, unpriced(args), 1,
-                        "torch" if host_time.TORCH_OPTIMIZER_WARNING in text else "te", stage))
+                        "torch" if host_time.TORCH_OPTIMIZER_WARNING in text else "te", stage, void_data(text)))
     return runs
 
 
@@ -379,7 +398,7 @@ def fit(ps: list[Parts], ys: list[float]) -> Fit:
 def validate() -> dict[str, Any]:
     runs = load_runs()
     ps = [parts(r) for r in runs]
-    fit_idx = [i for i, r in enumerate(runs) if not r.contended and not r.unpriced]
+    fit_idx = [i for i, r in enumerate(runs) if not r.contended and not r.void and not r.unpriced]
     full = fit([ps[i] for i in fit_idx], [runs[i].measured_s for i in fit_idx])
     rows, folds = [], []
     for i, r in enumerate(runs):
@@ -396,7 +415,9 @@ def validate() -> dict[str, Any]:
         factor = host_factor(same, h)
         calibrated = predict(ps[i], h._replace(host=factor))
         rows.append({"name": r.name, "source": r.source, "measured_ms": r.measured_s * 1e3, "steady": r.steady,
-                     "loo_ms": pred * 1e3, "error": pred / r.measured_s - 1, "contended": r.contended,
+                     # "contended": its time is not its configuration's (another job on the GPU, or `void`)
+                     "loo_ms": pred * 1e3, "error": pred / r.measured_s - 1, "contended": r.contended or bool(r.void),
+                     "void": r.void,
                      "calibrated_ms": calibrated * 1e3, "calibrated_error": calibrated / r.measured_s - 1,
                      "host_factor": factor, "calibrated_by": len(same),
                      "unpriced": r.unpriced,
