@@ -9,7 +9,7 @@
 #
 # Expects .dev/megatron (Megatron-LM's runtime subset at the pinned commit). Writes $OUT/summary.txt and
 # $OUT/fakepg-time.tar.gz (every rank's log, lscpu), rewritten at the end and when cut short.
-# BUDGET_S (default 460): no rank starts after it; RUN_TIMEOUT_S (default 120): a rank's limit.
+# BUDGET_S (default 440): no rank starts after it; RUN_TIMEOUT_S (default 100): a rank's limit.
 # HEAD_BENCH=1: tools/head_bench.py first, alone on the GPU (its rows in head-bench.json and summary.txt).
 set -uo pipefail
 
@@ -18,7 +18,7 @@ PLAN=${PLAN:-.dev/fpg/plan.json}
 LOGS=/tmp/fpg-time
 rm -rf "$LOGS"
 mkdir -p "$OUT" "$LOGS"
-export PYTHONUNBUFFERED=1 BUDGET_S=${BUDGET_S:-460} RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-120} SEQUENTIAL=1
+export PYTHONUNBUFFERED=1 BUDGET_S=${BUDGET_S:-440} RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-100} SEQUENTIAL=1
 pack() { tar -czf "$OUT/fakepg-time.tar.gz.part" -C "$LOGS" . && mv "$OUT/fakepg-time.tar.gz.part" "$OUT/fakepg-time.tar.gz"; cp "$LOGS/summary.txt" "$OUT/summary.txt"; }
 trap pack EXIT
 say() { printf '%s\n' "$*" | tee -a "$LOGS/summary.txt"; }
@@ -37,7 +37,7 @@ if [ "${HEAD_BENCH:-0}" = 1 ]; then
   python3 tools/head_bench.py "$LOGS/head-bench.json" 2>&1 | tee -a "$LOGS/summary.txt"
   say "## head bench: exit ${PIPESTATUS[0]}"
 fi
-MEGATRON=/opt/Megatron-LM timeout -s TERM $((BUDGET_S + RUN_TIMEOUT_S + 30)) \
+MEGATRON=/opt/Megatron-LM timeout -s TERM $((BUDGET_S + RUN_TIMEOUT_S + 20)) \
   python3 tools/fakepg.py run "$PLAN" "$LOGS/fakepg" 2>&1 | tee -a "$LOGS/summary.txt"
 say "## cpu load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 say "## done after $SECONDS s"
