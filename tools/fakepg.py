@@ -119,6 +119,8 @@ def plan(gen: Path, names: list[str] | None = None, specs: Path = SPECS) -> list
         name = spec.stem
         # NAME or NAME/STAGE: a layout's ranks, or one of them
         stages = {n.partition("/")[2] for n in names or [] if n.partition("/")[0] == name}
+        if stages - {"", "first", "last"}:
+            raise SystemExit(f"{name}: a stage is first or last, not {sorted(stages - {'', 'first', 'last'})}")
         if names and not stages or not (gen / name / "launch.sh").exists():
             continue
         launch = (gen / name / "launch.sh").read_text()
@@ -159,7 +161,7 @@ def fill_received() -> None:
     """FAKEPG_FILL=1 (device call 29): fill every buffer the fake pipeline receive returns with normal random numbers.
     A stage after the first receives nothing under a fake process group: P2PCommunicator._communicate hands back the
     torch.empty buffers it made, as they were, and where those went NaN or zero the rank's GEMMs ran on NaN or zeros,
-    13-17 % faster than on data (tests/fixtures/h200-hosts/call28). A real receive fills them with data; this fills them
+    in 12-17 % less time than on data (tests/fixtures/h200-hosts/call28). A real receive fills them with data; this fills them
     with numbers like it (one kernel a receive). What the rank computes is otherwise Megatron's own."""
     import torch
     from megatron.core.pipeline_parallel import p2p_communication as p2p
@@ -214,7 +216,12 @@ def run(plan_path: Path, logdir: Path, megatron: str, budget_s: float, sequentia
         run_timeout_s: float = 120.0) -> None:
     runs = json.loads(plan_path.read_text())
     logdir.mkdir(parents=True, exist_ok=True)
+    if os.environ.get("FAKEPG_FILL") == "1" and not sequential:
+        raise SystemExit("FAKEPG_FILL=1 fills the receive buffers in `fakepg.py rank`, which only SEQUENTIAL=1 runs")
     gos = [logdir / f".go-{i}" for i in range(len(runs))] if sequential else [None] * len(runs)
+    for go in gos:  # a go file left in a reused LOGDIR would start its rank beside the others
+        if go is not None:
+            go.unlink(missing_ok=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout's TERM still kills every rank (finally)
     procs = [_start(r, i, logdir, megatron, go) for i, (r, go) in enumerate(zip(runs, gos))]
     start = time.time()

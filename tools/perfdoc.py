@@ -48,8 +48,9 @@ PROFILED_CONFIGURATION = {
 
 def model_error(result: dict[str, Any]) -> float:
     """The tie threshold `size` uses: the 90th percentile of the leave-one-out |error| over the
-    runs that had their GPU to themselves (the rule was set before the errors were known)."""
-    errs = sorted(abs(r["error"]) for r in result["rows"] if not r["contended"])
+    runs that had their GPU to themselves (the rule was set before the errors were known), whole steps: not the
+    fake-process-group ranks, which time a rank's compute without its bubble or collectives."""
+    errs = sorted(abs(r["error"]) for r in result["rows"] if not r["contended"] and not r["stage"])
     k = max(0, math.ceil(0.9 * len(errs)) - 1)
     return math.ceil(errs[k] * 100) / 100
 
@@ -63,7 +64,7 @@ def spread(result: dict[str, Any]) -> dict[str, tuple[float, float]]:
         # a calibrated host-bound estimate: the runs whose host has other kept runs to calibrate it by
         key, bound = ("calibrated_ms", "host") if kind == "host-calibrated" else ("loo_ms", kind)
         ratios = [r["measured_ms"] / r[key] for r in result["rows"] if not r["contended"] and not r["unpriced"]
-                  and r["bound"] == bound and (key == "loo_ms" or r["calibrated_by"])]
+                  and not r["stage"] and r["bound"] == bound and (key == "loo_ms" or r["calibrated_by"])]
         if not ratios:
             raise ValueError(f"no kept {kind}-bound run to measure the spread of a {kind}-bound estimate on")
         out[kind] = (math.floor(min(ratios) * 100) / 100, math.ceil(max(ratios) * 100) / 100)
@@ -125,10 +126,11 @@ def preregistered(result: dict[str, Any]) -> list[str]:
                        f"{sum(abs(x) <= 0.15 for x in e)} within 15 %; {inside} measured within the spread of their kind "
                        f"({lo:.2f}-{hi:.2f}x the estimate)")
     if void:
-        out.append(f"  - written down, run, and not counted (their data went NaN or zero: the table's notes): "
+        out.append(f"  - written down, run, and not counted (pipelined ranks on the fake receive's unfilled buffer, "
+                   f"some gone NaN or zero: the table's notes): "
                    f"{', '.join(void)}")
     if missing:
-        out.append(f"  - written down but with no log of its run: {', '.join(missing)}")
+        out.append(f"  - written down and never run to an iteration (past its call's budget): {', '.join(missing)}")
     return out
 
 
@@ -340,7 +342,7 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "from cross_entropy.py and fusions/fused_cross_entropy.py, at the measured HBM rate; the head as a whole (the "
         "output layer's GEMMs and the cross entropy) timed alone at eight shapes of 131 M to 2.1 G logits "
         "(tools/head_bench.py, tests/fixtures/h200-hosts/call27/head-bench.json): -6.6 to +0.3 % from the model's "
-        "terms, though alone the cross entropy took 71-85 bytes a logit and the GEMMs 2-8 % under the table |",
+        "terms, though alone the cross entropy took 71-85 bytes a logit and the GEMMs -11 to +1 % from the table |",
         f"| gradient accumulation | without gradient-accumulation fusion, the DDP hook's main_grad.add_(grad) (a bf16 "
         f"gradient into fp32: torch's casting add) each micro batch: {rates.GRAD_ACCUMULATION_S_PER_PARAM * 1e12:.2f} ps a "
         "parameter (10 bytes at 2.3-2.5 TB/s, not the copy's rate) | measured: the kernels' time in torch-profiler traces "
@@ -447,11 +449,14 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "skipped a rank is its stage's micro batches, its optimizer step and the iteration (timing.fake_rank_seconds): no",
         "bubble and no communication. They check the GPU side at TP 1 to 8 shard shapes, PP 2 to 4, virtual stages,",
         "selective recompute and the optimizer's shard at DP 4, not the collectives or the bubble, which only the",
-        "published runs below check. A stage after the first receives nothing under a fake process group: the fake",
-        "receive leaves its torch.empty buffer as it was, and where that went NaN or zero the rank's GEMMs ran on NaN or",
-        "zeros, which the H200 runs 13-17 % faster than on data once its clock settles under the power limit",
-        "(tools/gemm_data_bench.py, tests/fixtures/h200-hosts/call28). Those ranks (their last grad norm nan or 0) are",
-        "shown with the reason and neither fitted nor counted, as a contended run is (tools/validate_timing.py void_data).",
+        "published runs below check. A pipelined rank receives nothing under a fake process group: the fake receive",
+        "leaves its torch.empty buffer as it was, so the ranks of calls 26 and 27 with a stage beside them computed on",
+        "garbage (the first stages' gradient norms 1e8 to 1e18; eight last stages' data went NaN or zero, and the H200",
+        "runs GEMMs on NaN or zeros in 12-17 % less time than on data once its clock settles under the power limit:",
+        "tools/gemm_data_bench.py, tests/fixtures/h200-hosts/call28). Those runs are shown with the reason and neither",
+        "fitted nor counted, as a contended run is (tools/validate_timing.py void_data); call 29 reran them with the",
+        "received buffers filled with normal random numbers (tools/fakepg.py, FAKEPG_FILL=1), and those count. The",
+        "ranks are not in MODEL_ERROR or the spreads plan.md shows, which are of whole steps.",
         "",
         f"- host speed: **{full.speed:.3f}** of the profiled figures (folds: {min(x.speed for x in folds):.3f} to "
         f"{max(x.speed for x in folds):.3f}): a dense layer pass {full.speed * host_time.LAYER_PASS_S * 1e3:.2f} ms, a micro "

@@ -78,29 +78,49 @@ def _fake_ranks() -> list[tuple[str, Path, Path, str]]:
     h200-hosts/callN/fakepg/<layout>/<stage>-rankN.log): (name, its log, the log with the layout's argument
     dump, its stage). Only rank 0 dumps Megatron's arguments; the other ranks ran the same command."""
     out = []
-    for log in sorted((FIX / "h200-hosts").glob("call*/fakepg/*/*-rank*.log")):
+    logs = sorted((FIX / "h200-hosts").glob("call*/fakepg/*/*-rank*.log"))
+
+    def command(log: Path) -> str:  # the first line: `# WORLD_SIZE=.. RANK=.. <how> <pretrain_gpt.py's arguments>`
+        return re.sub(r"^# WORLD_SIZE=\d+ RANK=\d+ python (pretrain_gpt.py|tools/fakepg.py rank GO MEGATRON) ", "",
+                      log.read_text(errors="replace").split("\n", 1)[0])
+
+    dumps = [x for x in logs if x.name == "first-rank0.log"]
+    for log in logs:
         stage = log.stem.split("-rank")[0]
         call = log.relative_to(FIX / "h200-hosts").parts[0]
-        out.append((f"{call}/{log.parent.name}/{stage}", log, log.parent / "first-rank0.log", stage))
+        # rank 0's argument dump of the same command: this call's, or another call's (call 29 reran ranks)
+        dump = next((d for d in dumps if d.parent.name == log.parent.name and command(d) == command(log)), None)
+        if dump is None:
+            print(f"{log.relative_to(REPO)}: no rank 0 of the same command dumped Megatron's arguments; left out",
+                  file=sys.stderr)
+            continue
+        out.append((f"{call}/{log.parent.name}/{stage}", log, dump, stage))
     return out
 
 
 _GRAD_NORM = re.compile(r"\| grad norm: ([^ |]+) \|")
 # A stage after the first receives nothing under a fake process group: the fake receive leaves its torch.empty buffer
 # as it was. Where that went NaN (the grad norm nan) or zero (the grad norm 0: a last stage's loss then ln(its vocabulary
-# shard)), its GEMMs ran on NaN or zeros, which the H200 runs 13-17 % faster than data once its clock settles under the
+# shard)), its GEMMs ran on NaN or zeros, which the H200 runs in 12-17 % less time than data once its clock settles under the
 # power limit (tools/gemm_data_bench.py, tests/fixtures/h200-hosts/call28): not a rank's time
 VOID_DATA = ("its stage's received activations went {what} (the fake receive's unfilled buffer: grad norm {norm}); the "
-             "H200 runs GEMMs on NaN or zeros 13-17 % faster than on data (h200-hosts/call28): not a rank's time")
+             "H200 runs GEMMs on NaN or zeros in 12-17 % less time than on data (h200-hosts/call28): not a rank's time")
 
 
-def void_data(text: str) -> str:
-    """VOID_DATA for a fake-process-group rank's log whose last grad norm is NaN or zero, else ""."""
+# tools/fakepg.py rank's line where it fills what the fake receive returns (FAKEPG_FILL=1, device call 29)
+FILLED = "# fakepg: FAKEPG_FILL=1"
+UNFILLED = ("a pipelined rank on the fake receive's unfilled buffer (finite garbage: gradient norms up to 1e18), not on "
+            "data; its rerun with the buffer filled (h200-hosts/call29) is counted")
+
+
+def void_data(text: str, pipelined: bool = False) -> str:
+    """Why a fake-process-group rank's time is not a rank's ("" where it is): its last grad norm NaN or zero
+    (VOID_DATA), or a pipelined rank whose received buffers were not filled (UNFILLED)."""
     norms = _GRAD_NORM.findall(text)
     last = norms[-1] if norms else ""
     if last.lower() == "nan" or (last and float(last) == 0.0):
         return VOID_DATA.format(what="NaN" if last.lower() == "nan" else "zero", norm=last)
-    return ""
+    return UNFILLED if pipelined and FILLED not in text else ""
 
 
 def _runs_spec() -> list[tuple[str, list[Path], bool, int, str]]:
@@ -162,7 +182,8 @@ def load_runs() -> list[Run]:
             continue
         runs.append(Run(name, str(log.relative_to(REPO)), args, max(params), statistics.median(steady) / 1e3,
                         len(steady), False, unpriced(args), 1,
-                        "torch" if host_time.TORCH_OPTIMIZER_WARNING in text else "te", stage, void_data(text)))
+                        "torch" if host_time.TORCH_OPTIMIZER_WARNING in text else "te", stage,
+                        void_data(text, _i(args, "pipeline_model_parallel_size", 1) > 1)))
     return runs
 
 
@@ -355,7 +376,9 @@ HOST_FACTORS = tuple(round(0.4 + 0.01 * k, 2) for k in range(211))
 def host_group(name: str) -> str | None:
     """The machine a run ran on, where the repository knows it: a device call's runs shared one lent host
     (tests/fixtures/h200-hosts/callN); the older fixtures do not say which call each came from."""
-    return name.split("/")[0] if name.startswith("call") else None
+    if not name.startswith("call") or len(name.split("/")) == 3 and name.split("/")[2] in ("first", "last"):
+        return None  # a fake-process-group rank (call/layout/stage): GPU-bound compute, nothing to calibrate a host by
+    return name.split("/")[0]
 
 
 def host_factor(items: list[tuple[Parts, float]], f: Fit) -> float:
@@ -417,7 +440,7 @@ def validate() -> dict[str, Any]:
         rows.append({"name": r.name, "source": r.source, "measured_ms": r.measured_s * 1e3, "steady": r.steady,
                      # "contended": its time is not its configuration's (another job on the GPU, or `void`)
                      "loo_ms": pred * 1e3, "error": pred / r.measured_s - 1, "contended": r.contended or bool(r.void),
-                     "void": r.void,
+                     "void": r.void, "stage": r.stage,
                      "calibrated_ms": calibrated * 1e3, "calibrated_error": calibrated / r.measured_s - 1,
                      "host_factor": factor, "calibrated_by": len(same),
                      "unpriced": r.unpriced,

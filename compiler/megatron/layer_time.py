@@ -73,7 +73,7 @@ FUSED_ATTENTION_SHARE = 0.6
 # HBM rate, counted from its passes: .float() 6, max 4, subtract 8, exp 8, sum 4, divide 8; the gradient's mul_ 8 and
 # the cast back 6. Timed on the H200 (tools/head_bench.py, tests/fixtures/h200-hosts/call27/head-bench.json, eight
 # shapes of 131 M to 2.1 G logits) the head as a whole (the output layer's three GEMMs and this) came within -6.6 to
-# +0.3 % of the model's terms; alone, the cross entropy took 71-85 bytes a logit and the GEMMs 2-8 % under the table:
+# +0.3 % of the model's terms; alone, the cross entropy took 71-85 bytes a logit and the GEMMs -11 to +1 % from the table:
 # the parts differ, their sum, which a step pays, holds, and neither is bent to the other
 CROSS_ENTROPY_BYTES = 52
 # --cross-entropy-loss-fusion (fusions/fused_cross_entropy.py, torch.compile'd): max 2 bytes a logit

@@ -199,16 +199,16 @@ def spread_text(step: StepTime, total: TrainingTime | None) -> str:
     why = ("" if step.bound != "host" else "; calibrated by resources.host_time_factor, as those runs were by their "
            "host's other runs" if calibrated else "; a host-bound step is Megatron's Python, which the lent hosts ran "
            "at speeds of their own (`megatron-compile calibrate` narrows it: README)")
-    text = (f"{step.bound}-bound by the model: the kept H200 runs of that kind took {lo / step.seconds:.2f}-"
+    text = (f"{step.bound}-bound by the model: the kept H200 runs of that kind (one GPU a model replica) took {lo / step.seconds:.2f}-"
             f"{hi / step.seconds:.2f}x their leave-one-out estimates (docs/performance-model.md){why}: "
             f"{lo * 1e3:,.0f}-{hi * 1e3:,.0f} ms an iteration")
     if total is not None:
         text += (f", {minutes(total.seconds * lo / step.seconds)} to {minutes(total.seconds * hi / step.seconds)} "
                  "to train")
     if not step.spread_covers:
-        text += ("; this GPU or layout is outside what those runs covered (one H200: a model replica on one GPU, or "
-                 "one rank of a tensor- or pipeline-parallel layout run alone, its compute without its collectives or "
-                 "the bubble, which only published multi-GPU runs check): their spread, not a measured one for it")
+        text += ("; this GPU or layout is outside what those runs covered (one H200, no tensor, pipeline, context "
+                 "or expert parallelism): their spread, not a measured one for it (a tensor- or pipeline-parallel "
+                 "rank's compute alone was measured, with --fake-process-group; its collectives and bubble were not)")
     return text
 
 
