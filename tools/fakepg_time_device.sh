@@ -23,15 +23,8 @@ pack() { tar -czf "$OUT/fakepg-time.tar.gz.part" -C "$LOGS" . && mv "$OUT/fakepg
 trap pack EXIT
 say() { printf '%s\n' "$*" | tee -a "$LOGS/summary.txt"; }
 
-say "## machine: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader)"
-say "## cpu: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) cores); load: $(cut -d' ' -f1-3 /proc/loadavg)"
-say "## date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-lscpu >"$LOGS/lscpu.txt" 2>&1
-rm -rf .megatron && cp -r .dev/megatron .megatron
-# shellcheck source=tools/device_image.sh disable=SC1091
-source tools/device_image.sh
-make -C /opt/Megatron-LM/megatron/core/datasets >"$LOGS/make.txt" 2>&1
-say "## dataset helper: exit $?"
+# shellcheck source=tools/device_setup.sh disable=SC1091
+source tools/device_setup.sh
 cp "$PLAN" "$LOGS/plan.json"
 if [ "${HEAD_BENCH:-0}" = 1 ]; then
   python3 tools/head_bench.py "$LOGS/head-bench.json" 2>&1 | tee -a "$LOGS/summary.txt"

@@ -26,15 +26,8 @@ export PYTHONUNBUFFERED=1 BUDGET_S=${BUDGET_S:-420}
 export PACK="tar -czf '$OUT/host-measure.tar.gz.part' -C '$LOGS' . && mv '$OUT/host-measure.tar.gz.part' '$OUT/host-measure.tar.gz'; cp '$LOGS/summary.txt' '$OUT/summary.txt'"
 say() { printf '%s\n' "$*" | tee -a "$LOGS/summary.txt"; }
 
-say "## machine: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader)"
-say "## cpu: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) cores); load: $(cut -d' ' -f1-3 /proc/loadavg)"
-say "## date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-lscpu >"$LOGS/lscpu.txt" 2>&1
-rm -rf .megatron && cp -r .dev/megatron .megatron
-# shellcheck source=tools/device_image.sh disable=SC1091
-source tools/device_image.sh
-make -C /opt/Megatron-LM/megatron/core/datasets >"$LOGS/make.txt" 2>&1
-say "## dataset helper: exit $?"
+# shellcheck source=tools/device_setup.sh disable=SC1091
+source tools/device_setup.sh
 python3 tools/microbench.py "$LOGS/launch-before.json" --only launch >"$LOGS/launch-before.txt" 2>&1
 say "## launch figures before: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["launch"])' "$LOGS/launch-before.json" 2>&1 | tail -n 1)"
 eval "$PACK"
