@@ -130,7 +130,7 @@ def plan(gen: Path, names: list[str] | None = None, specs: Path = SPECS) -> list
         pp = _value(args, "--pipeline-model-parallel-size", 1)
         cp = _value(args, "--context-parallel-size", 1)
         for stage, rank in ranks(world, tp, pp, cp):
-            if stages - {""} and stage not in stages and "" not in stages:
+            if names and "" not in stages and stage not in stages:  # NAME/STAGE: only that stage
                 continue
             runs.append({"name": name, "stage": stage, "rank": rank, "world": world, "args": args})
     return runs

@@ -155,6 +155,11 @@ def _runs_spec() -> list[tuple[str, list[Path], bool, int, str]]:
     return out
 
 
+def _optimizer(log: str) -> str:
+    """What Megatron imported (host_time.optimizer_impl): "torch" where the log has its fallback warning, else "te"."""
+    return "torch" if host_time.TORCH_OPTIMIZER_WARNING in log else "te"
+
+
 def load_runs() -> list[Run]:
     runs = []
     for name, logs, contended, gpw, after in _runs_spec():
@@ -172,7 +177,7 @@ def load_runs() -> list[Run]:
             continue
         runs.append(Run(name, ", ".join(str(p.relative_to(REPO)) for p in logs), args, max(params),
                         statistics.median(steady) / 1e3, len(steady), contended, unpriced(args), gpw,
-                        "torch" if host_time.TORCH_OPTIMIZER_WARNING in text else "te"))
+                        _optimizer(text)))
     for name, log, dump, stage in _fake_ranks():
         text = log.read_text(errors="replace")
         args = parse_args_dump(dump.read_text(errors="replace").splitlines())
@@ -182,7 +187,7 @@ def load_runs() -> list[Run]:
             continue
         runs.append(Run(name, str(log.relative_to(REPO)), args, max(params), statistics.median(steady) / 1e3,
                         len(steady), False, unpriced(args), 1,
-                        "torch" if host_time.TORCH_OPTIMIZER_WARNING in text else "te", stage,
+                        _optimizer(text), stage,
                         void_data(text, _i(args, "pipeline_model_parallel_size", 1) > 1)))
     return runs
 
@@ -373,12 +378,11 @@ def _fit_host(ps: list[Parts], ys: list[float], f: Fit) -> Fit:
 HOST_FACTORS = tuple(round(0.4 + 0.01 * k, 2) for k in range(211))
 
 
-def host_group(name: str) -> str | None:
-    """The machine a run ran on, where the repository knows it: a device call's runs shared one lent host
-    (tests/fixtures/h200-hosts/callN); the older fixtures do not say which call each came from."""
-    if not name.startswith("call") or len(name.split("/")) == 3 and name.split("/")[2] in ("first", "last"):
-        return None  # a fake-process-group rank (call/layout/stage): GPU-bound compute, nothing to calibrate a host by
-    return name.split("/")[0]
+def host_group(run: Run) -> str | None:
+    """The machine a run ran on, where the repository knows it and it says something about the host: a device call's
+    runs shared one lent host (tests/fixtures/h200-hosts/callN); the older fixtures do not say which call each came
+    from, and a fake-process-group rank (GPU-bound compute) has nothing to calibrate a host by."""
+    return run.name.split("/")[0] if run.name.startswith("call") and not run.stage else None
 
 
 def host_factor(items: list[tuple[Parts, float]], f: Fit) -> float:
@@ -433,8 +437,8 @@ def validate() -> dict[str, Any]:
             folds.append(h)
         pred = predict(ps[i], h)
         # calibrated: the fold's fit with the host's factor from its other kept runs (never this one)
-        group = host_group(r.name)
-        same = [(ps[j], runs[j].measured_s) for j in fit_idx if j != i and group and host_group(runs[j].name) == group]
+        group = host_group(r)
+        same = [(ps[j], runs[j].measured_s) for j in fit_idx if j != i and group and host_group(runs[j]) == group]
         factor = host_factor(same, h)
         calibrated = predict(ps[i], h._replace(host=factor))
         rows.append({"name": r.name, "source": r.source, "measured_ms": r.measured_s * 1e3, "steady": r.steady,
