@@ -318,6 +318,10 @@ def table(logdir: Path) -> list[dict]:
 
 
 def main(argv: list[str]) -> int:
+    least = {"plan": 3, "run": 3, "rank": 3, "predict": 2, "table": 1}
+    if not argv or len(argv) < least.get(argv[0], 99) or "--help" in argv or "-h" in argv:
+        print(__doc__)
+        return 2
     if argv[:1] == ["plan"]:
         rest = argv[3:]
         specs = Path(rest[1]) if rest[:1] == ["--specs"] else SPECS

@@ -10,7 +10,8 @@
 # Expects .dev/megatron (Megatron-LM's runtime subset at the pinned commit). Writes $OUT/summary.txt and
 # $OUT/fakepg-time.tar.gz (every rank's log, lscpu), rewritten at the end and when cut short.
 # BUDGET_S (default 440): no rank starts after it; RUN_TIMEOUT_S (default 100): a rank's limit.
-# HEAD_BENCH=1: tools/head_bench.py first, alone on the GPU (its rows in head-bench.json and summary.txt).
+# BENCHES="head embedding": tools/head_bench.py, tools/embedding_bench.py first, each alone on the GPU (its rows
+# in NAME-bench.json and summary.txt); HEAD_BENCH=1 (call 27) is BENCHES=head.
 set -uo pipefail
 
 OUT=${OUT:-/tmp/fpg-out}
@@ -26,10 +27,11 @@ say() { printf '%s\n' "$*" | tee -a "$LOGS/summary.txt"; }
 # shellcheck source=tools/device_setup.sh disable=SC1091
 source tools/device_setup.sh
 cp "$PLAN" "$LOGS/plan.json"
-if [ "${HEAD_BENCH:-0}" = 1 ]; then
-  python3 tools/head_bench.py "$LOGS/head-bench.json" 2>&1 | tee -a "$LOGS/summary.txt"
-  say "## head bench: exit ${PIPESTATUS[0]}"
-fi
+[ "${HEAD_BENCH:-0}" = 1 ] && BENCHES=${BENCHES:-head}
+for bench in ${BENCHES:-}; do
+  python3 "tools/${bench}_bench.py" "$LOGS/${bench}-bench.json" 2>&1 | tee -a "$LOGS/summary.txt"
+  say "## $bench bench: exit ${PIPESTATUS[0]}"
+done
 MEGATRON=/opt/Megatron-LM timeout -s TERM $((BUDGET_S + RUN_TIMEOUT_S + 20)) \
   python3 tools/fakepg.py run "$PLAN" "$LOGS/fakepg" 2>&1 | tee -a "$LOGS/summary.txt"
 say "## cpu load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""The first stage's word embedding, forward and backward, on the H200 over a grid (issue 26, device call 30).
+
+Call 27's head bench (tools/head_bench.py) timed the embedding at five shapes and found 0.6-1.9 ms a micro
+batch where the model's passes over the stage's activations priced 0.1-0.45 ms. This bench gives the term
+its own measurement over the shapes users train:
+
+- tokens a micro batch (b x s): 2048, 8192, 32768;
+- hidden: 1024, 4096, 8192;
+- the rank's vocabulary shard: 32768, 131072, 262144 rows;
+- the tensor-parallel path: TP 1 (F.embedding on ids all in the shard) and VocabParallelEmbedding's at TP 2
+  and TP 8 (megatron/core/tensor_parallel/layers.py: ids outside the rank's shard masked to row 0, looked up,
+  their rows zeroed; ids drawn over tp shards, so (tp-1)/tp of them fall outside, as on a real rank).
+
+Each case runs the forward and the backward (autograd's embedding_dense_backward: a zeroed gradient of the
+whole shard, the tokens' rows added into it), bf16, a fresh gradient each round as each micro batch's
+backward makes one. 3 warm-up rounds, then the median of 10 timed between CUDA events (head_bench.timed).
+
+    python3 tools/embedding_bench.py OUT.json   # on the GPU machine; torch only
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from head_bench import timed  # noqa: E402
+
+TOKENS = (2048, 8192, 32768)
+HIDDEN = (1024, 4096, 8192)
+SHARD = (32768, 131072, 262144)
+TP = (1, 2, 8)
+
+
+def main(out_path: str) -> int:
+    dev = torch.device("cuda")
+    rows = []
+    for tokens, h, vocab, tp in itertools.product(TOKENS, HIDDEN, SHARD, TP):
+        emb = torch.randn(vocab, h, device=dev, dtype=torch.bfloat16).requires_grad_(True)
+        ids = torch.randint(0, vocab * tp, (1, tokens), device=dev)
+        out_grad = torch.randn(1, tokens, h, device=dev, dtype=torch.bfloat16)
+
+        def step() -> None:
+            emb.grad = None
+            if tp == 1:
+                out = F.embedding(ids, emb)
+            else:  # VocabParallelEmbedding.forward at TP > 1 (layers.py), the rank holding rows [0, vocab)
+                mask = (ids < 0) | (ids >= vocab)
+                masked = ids.clone()
+                masked[mask] = 0
+                out = F.embedding(masked, emb)
+                out[mask, :] = 0.0
+            out.backward(out_grad)
+
+        row = {"tokens": tokens, "hidden": h, "vocab_shard": vocab, "tp": tp, "seconds": timed(step)}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        del emb, ids, out_grad
+        torch.cuda.empty_cache()
+    Path(out_path).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                                          "rows": rows}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
