@@ -14,7 +14,10 @@ its own measurement over the shapes users train:
 
 Each case runs the forward and the backward (autograd's embedding_dense_backward: a zeroed gradient of the
 whole shard, the tokens' rows added into it), bf16, a fresh gradient each round as each micro batch's
-backward makes one. 3 warm-up rounds, then the median of 10 timed between CUDA events (head_bench.timed).
+backward makes one. 3 warm-up rounds, then the median of 10 timed between CUDA events (head_bench.timed):
+`seconds`, the host's issuing included where the GPU waits for it (the small shapes). Device call 31 adds
+`gpu_seconds`: the same work captured in a CUDA graph and replayed, the GPU's time alone (at TP > 1 the
+boolean-mask assignments, which sync the host, as the masked_fill kernels that do the same work).
 
     python3 tools/embedding_bench.py OUT.json   # on the GPU machine; torch only
 """
@@ -38,6 +41,25 @@ SHARD = (32768, 131072, 262144)
 TP = (1, 2, 8)
 
 
+def replayed(fn, rounds: int = 10, warm: int = 3) -> float | None:
+    """Median seconds of one replay of fn captured in a CUDA graph: the GPU's time without the host's; None where
+    the capture fails."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warm):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            fn()
+    except RuntimeError as exc:
+        print(f"# capture failed: {exc}", flush=True)
+        return None
+    return timed(graph.replay, rounds, warm)
+
+
 def main(out_path: str) -> int:
     dev = torch.device("cuda")
     rows = []
@@ -58,7 +80,17 @@ def main(out_path: str) -> int:
                 out[mask, :] = 0.0
             out.backward(out_grad)
 
-        row = {"tokens": tokens, "hidden": h, "vocab_shard": vocab, "tp": tp, "seconds": timed(step)}
+        def captured() -> None:  # step's work without its host syncs, for the graph
+            emb.grad = None
+            if tp == 1:
+                out = F.embedding(ids, emb)
+            else:
+                mask = (ids < 0) | (ids >= vocab)
+                out = F.embedding(ids.masked_fill(mask, 0), emb).masked_fill(mask.unsqueeze(-1), 0.0)
+            out.backward(out_grad)
+
+        row = {"tokens": tokens, "hidden": h, "vocab_shard": vocab, "tp": tp, "seconds": timed(step),
+               "gpu_seconds": replayed(captured)}
         rows.append(row)
         print(json.dumps(row), flush=True)
         del emb, ids, out_grad
