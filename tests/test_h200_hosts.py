@@ -43,7 +43,8 @@ def test_readme_table_is_the_logs_against_the_predictions_made_before(call: str)
         assert row in readme, row
 
 
-@pytest.mark.parametrize("call,count", [("call26", 13), ("call27", 9), ("call29", 20)])
+@pytest.mark.parametrize("call,count", [("call26", 13), ("call27", 9), ("call29", 20), ("call30", 7),
+                                        ("call31", 4), ("call32", 4)])
 def test_fake_process_group_ranks_table_is_the_logs_against_the_predictions_made_before(call: str, count: int) -> None:
     """Device calls 26 and 27: each rank of multi-GPU layouts run alone with --fake-process-group
     (tools/fakepg.py run, SEQUENTIAL=1); the README's rows are its logs against predicted-before.txt, and a rank
@@ -52,7 +53,7 @@ def test_fake_process_group_ranks_table_is_the_logs_against_the_predictions_made
 
     readme = (HOSTS / "README.md").read_text()
     pred = predicted(HOSTS / call / "predicted-before.txt")
-    assert len(pred) == count and {n.split("/")[1] for n in pred} == {"first", "last"}
+    assert len(pred) == count and {n.split("/")[1] for n in pred} <= {"first", "last"}
     for name, p in pred.items():
         layout, stage = name.split("/")
         (log,) = (HOSTS / call / "fakepg" / layout).glob(f"{stage}-rank*.log")
@@ -63,9 +64,9 @@ def test_fake_process_group_ranks_table_is_the_logs_against_the_predictions_made
             assert f"| {call}/{name} | {p:.0f} | not started: past the call's budget |" in readme
             assert "after training is done" not in text
             continue
-        # call 29 filled what the fake receive returns with data (tools/fakepg.py FAKEPG_FILL=1)
-        assert (call == "call29") == ("# fakepg: FAKEPG_FILL=1" in text)
-        assert len(its) == 9
+        # calls 29 and 30 filled what the fake receive returns with data (tools/fakepg.py FAKEPG_FILL=1)
+        assert (call in ("call29", "call30", "call31")) == ("# fakepg: FAKEPG_FILL=1" in text)
+        assert len(its) == (27 if call == "call32" else 9)  # call 32 ran 30 iterations, the others 12
         m = statistics.median(its)
         void = validate_timing.void_data(text)
         what = "" if not void else "zero data: not counted" if "went zero" in void else "NaN data: not counted"

@@ -288,7 +288,10 @@ def test_host_calibrated_leave_one_out_holds_the_committed_figures() -> None:
     # micro batch and at 2 layers and 4 (call 6: +57 and -23 % calibrated) disagree on the split the profile
     # gave a layer pass and a micro batch
     own = [r for r in VALIDATION["rows"] if not r["contended"]]
-    assert VALIDATION["worst_calibrated"] <= 0.57
+    # the worst over every run is call 31's uncalibrated 16-expert last stage (+73 %: a fake-process-group rank has
+    # no host group); over the runs a host calibrated, call 6's tiny GPT at 8 layers (+56 %)
+    assert VALIDATION["worst_calibrated"] <= 0.74
+    assert max(abs(r["calibrated_error"]) for r in own if r["calibrated_by"]) <= 0.57
     assert sum(abs(r["calibrated_error"]) <= 0.15 for r in own) >= 119
     cal = [r for r in own if r["calibrated_by"]]
     assert len(cal) >= 116
@@ -308,31 +311,67 @@ def test_gpu_bound_runs_hold_the_committed_worst() -> None:
     assert max(abs(r["error"]) for r in gpu) <= 0.16
 
 
-KEPT_RANKS = 15  # the counted fake-process-group ranks: call 29's 13 and the two one-stage ranks
+KEPT_RANKS = 30  # the counted fake-process-group ranks: call 29's 13, call 30's 7, call 31's 4, call 32's 4, two one-stage
 # the fake-process-group ranks with a pipeline stage beside them that ran on the fake receive's unfilled buffer
 # (device calls 26 and 27) and those without one
 ONE_STAGE = {"call26/fpg-tp8-h8192/first", "call27/fpg-tp2-s8192/first"}
+# Megatron's local experts with small expert GEMMs (calls 31 and 32): the model waits for each expert's GEMM calls at
+# EXPERT_GEMM_HOST_S, a profiled figure; unprofiled they cost about half (tests/fixtures/h200-hosts/README.md, call32)
+LOCAL_EXPERT_RANKS = {"call31/fpg-moe16-pp4/first", "call31/fpg-moe16-pp4/last", "call32/fpg-moe-e8/first",
+                      "call32/fpg-moe-e16/first", "call32/fpg-moe-e32/first", "call32/fpg-moe-e64/first"}
 
 
 def test_ranks_of_multi_gpu_layouts_alone_hold_their_compute() -> None:
-    # device calls 26, 27 and 29 (tests/fixtures/h200-hosts): the first and last stage's rank of twelve TP/PP/VPP/DP
-    # layouts, each run alone with --fake-process-group, priced as timing.fake_rank_seconds (no bubble, no
+    # device calls 26-32 (tests/fixtures/h200-hosts): the first and last stage's rank of fourteen TP/PP/VPP/DP/MoE
+    # layouts and four one-GPU local-expert runs, each run alone with --fake-process-group, priced as timing.fake_rank_seconds (no bubble, no
     # collectives). A pipelined rank of calls 26 and 27 computed on the fake receive's unfilled buffer (NaN, zeros or
-    # finite garbage): shown, neither fitted nor counted; call 29 reran them with the buffers filled
+    # finite garbage): shown, neither fitted nor counted; calls 29 and 30 reran them with the buffers filled
     ranks = [r for r in VALIDATION["rows"] if r["stage"]]
     earlier = [r for r in ranks if r["name"].split("/")[0] in ("call26", "call27")]
-    assert len(earlier) == 22 and all(r["bound"] == "GPU" for r in ranks)
+    assert len(earlier) == 22
+    assert {r["name"] for r in ranks if r["bound"] != "GPU"} < LOCAL_EXPERT_RANKS
     assert {r["name"] for r in earlier if not r["void"]} == ONE_STAGE
     assert all(r["contended"] for r in ranks if r["void"])  # contended rows are never fitted (fit_idx) or counted
     kept = [r for r in ranks if not r["void"]]
-    assert {r["name"].split("/")[0] for r in kept if r["name"] not in ONE_STAGE} == {"call29"}
+    assert {r["name"].split("/")[0] for r in kept if r["name"] not in ONE_STAGE} == {"call29", "call30", "call31", "call32"}
     assert len(kept) >= KEPT_RANKS and not any(r["contended"] for r in kept)
-    assert max(abs(r["error"]) for r in kept) <= 0.06, [(r["name"], r["error"]) for r in kept]
+    # dense and the Mixtral-shaped MoE (2048 tokens an expert): within 6 %
+    held = [r for r in kept if r["name"] not in LOCAL_EXPERT_RANKS]
+    assert all(r["bound"] == "GPU" for r in held) and max(abs(r["error"]) for r in held) <= 0.06, \
+        [(r["name"], r["error"]) for r in held]
+    # the local experts' small GEMMs: over, and more so with more experts (16 to 62 %), the host-bound ones within the
+    # spread plan.md gives such an estimate (measured 0.58-0.79 of it)
+    local = {r["name"]: r["error"] for r in kept if r["name"] in LOCAL_EXPERT_RANKS}
+    assert len(local) == 6 and all(0.1 < e < 0.75 for e in local.values()), local
+    assert local["call32/fpg-moe-e8/first"] < local["call32/fpg-moe-e16/first"] < local["call32/fpg-moe-e32/first"] \
+        < local["call32/fpg-moe-e64/first"]
+    lo, hi = timing.MEASURED_SPREAD["host"]
+    assert all(lo <= 1 / (1 + r["error"]) <= hi for r in kept if r["bound"] == "host")
     # whole-step figures only: the ranks are in neither MODEL_ERROR nor the spreads plan.md shows
     perfdoc = _tool("perfdoc")
     whole = {**VALIDATION, "rows": [r for r in VALIDATION["rows"] if not r["stage"]]}
     assert perfdoc.model_error(VALIDATION) == perfdoc.model_error(whole)  # type: ignore[attr-defined]
     assert perfdoc.spread(VALIDATION) == perfdoc.spread(whole)  # type: ignore[attr-defined]
+
+
+def test_the_embedding_is_its_measured_lookup() -> None:
+    # rates.embedding_seconds (device call 31, tools/embedding_bench.py): at every measured case the CUDA graph's
+    # replay, between them interpolated. Call 27's head bench timed the embedding eagerly at eight shapes (the
+    # TP > 1 path at a shard): the GPU's term under each by no more than the host's issuing, which call 31's own
+    # eager times put at up to 0.6 ms at small shapes; the two passes it replaced priced under 0.3 of them
+    rows = json.loads((REPO / "compiler" / "megatron" / "data" / "embedding-h200.json").read_text())["rows"]
+    assert rows == json.loads((FIXTURES / "h200-hosts" / "call31" / "embedding-bench.json").read_text())["rows"]
+    assert len(rows) == 81
+    for r in rows:
+        got = rates.embedding_seconds(r["tokens"], r["hidden"], r["vocab_shard"], r["tp"])
+        assert got == pytest.approx(r["gpu_seconds"], rel=1e-9)
+    assert rates.embedding_seconds(8192, 4096, 131072, 1) < rates.embedding_seconds(8192, 4096, 200000, 1) \
+        < rates.embedding_seconds(8192, 4096, 262144, 1)
+    bench = json.loads((FIXTURES / "h200-hosts" / "call27" / "head-bench.json").read_text())["rows"]
+    for r in bench:
+        model = rates.embedding_seconds(r["tokens"], r["hidden"], r["vocab"], 2)
+        assert 0 < r["embedding_s"] - model <= 0.45e-3, r["name"]
+        assert 2 * rates.op_seconds("add", r["tokens"] * r["hidden"]) < 0.3 * r["embedding_s"]
 
 
 def test_the_head_alone_is_the_models_terms() -> None:

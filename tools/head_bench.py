@@ -57,6 +57,17 @@ def timed(fn, rounds: int = 10, warm: int = 3) -> float:
     return statistics.median(out)
 
 
+def vocab_parallel_lookup(ids: torch.Tensor, emb: torch.Tensor, vocab: int) -> torch.Tensor:
+    """VocabParallelEmbedding.forward at TP > 1 (megatron/core/tensor_parallel/layers.py) on the rank holding rows
+    [0, vocab): the ids outside its shard masked to row 0, looked up, their rows zeroed."""
+    mask = (ids < 0) | (ids >= vocab)
+    masked = ids.clone()
+    masked[mask] = 0
+    out = F.embedding(masked, emb)
+    out[mask, :] = 0.0
+    return out
+
+
 def main(out_path: str) -> int:
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29517")
@@ -96,14 +107,9 @@ def main(out_path: str) -> int:
         ids = torch.randint(0, vocab * 2, (b, s), device=dev)  # a shard sees ids outside its range too
         out_grad = torch.randn(b, s, h, device=dev, dtype=torch.bfloat16)
 
-        def embedding() -> None:  # VocabParallelEmbedding.forward at TP > 1 (layers.py), then its backward
+        def embedding() -> None:  # VocabParallelEmbedding.forward at TP > 1, then its backward
             fresh()
-            mask = (ids < 0) | (ids >= vocab)
-            masked = ids.clone()
-            masked[mask] = 0
-            out = F.embedding(masked, emb)
-            out[mask, :] = 0.0
-            out.backward(out_grad)
+            vocab_parallel_lookup(ids, emb, vocab).backward(out_grad)
 
         def embedding_tp1() -> None:
             fresh()

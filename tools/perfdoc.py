@@ -108,8 +108,10 @@ def preregistered(result: dict[str, Any]) -> list[str]:
         for line in path.read_text().splitlines():
             name, predicted = line.split()[:2]
             row = by_name.get(f"{call}/{name}")
-            if row is None:  # written down, but no log of it (yet): said, never dropped silently
-                missing.append(f"{call}/{name}")
+            if row is None:  # written down, but no log of it (yet): said, never dropped silently; where a later call ran it
+                later = [n for n in by_name if n.endswith("/" + name) and not n.startswith(call + "/")
+                         and not by_name[n]["void"]]
+                missing.append(f"{call}/{name}" + (f" (run in {', '.join(x.split('/')[0] for x in later)})" if later else ""))
                 continue
             if row["void"]:  # ran, but its time is not its configuration's (validate_timing.void_data)
                 void.append(f"{call}/{name}")
@@ -242,7 +244,7 @@ def fakepg_specs() -> list[Path]:
 
 def memory_rows() -> list[str]:
     """Each fake-process-group rank's `max allocated` against its stage's estimate: tests/fixtures/fakepg's layouts,
-    then the ranks device calls 26 and 27 ran alone (compiled for the device's image, without TE)."""
+    then the ranks device calls 26, 27, 31 and 32 ran alone (compiled for the device's image, without TE)."""
     import fakepg
     from compiler.load.override import Override
     from compiler.megatron.stage_memory import stage_peaks
@@ -250,7 +252,7 @@ def memory_rows() -> list[str]:
 
     no_te = (Override(f"image.base={fakepg.NO_TE_IMAGE}"),)
     sets = [(fakepg.LOGS, fakepg_specs(), (), "")]
-    for call in ("call26", "call27"):  # the ranks run alone: the layouts each call ran (tests/e2e/<layout>.yaml)
+    for call in ("call26", "call27", "call31", "call32"):  # the ranks run alone: the layouts each call ran (tests/e2e/<layout>.yaml)
         logs = HOSTS / call / "fakepg"
         sets.append((logs, [REPO / "tests" / "e2e" / f"{d.name}.yaml" for d in sorted(logs.iterdir()) if d.is_dir()],
                      no_te, f"{call}/"))
@@ -330,8 +332,15 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "(tests/fixtures/h200-hosts/call9); te-s8192-l4's pair contradicts the bound (the mask cost it 12 ms where "
         "the bound prices nothing): a kept mask at moderate lengths is under-priced |",
         "| bandwidth-bound passes | norms, bias adds, GeLU/SwiGLU, dropouts, residual adds, RoPE, reshape copies, "
-        "GQA's repeated K/V, the embedding; fused kernels drop the passes they fuse | counted from the source; "
+        "GQA's repeated K/V, the embedding's dropout; fused kernels drop the passes they fuse | counted from the source; "
         "each op's forward+backward cost per element measured at 2^28 elements |",
+        "| embedding | the first stage's word embedding: the lookup and its backward (a zeroed gradient of the rank's "
+        "vocabulary shard, each token's row added in; at TP > 1 VocabParallelEmbedding's masking) by tokens, hidden size, "
+        "shard rows and TP; a learned position embedding's lookup the same way | measured: tools/embedding_bench.py over "
+        "2048-32768 tokens x h 1024-8192 x 32768-262144 rows x TP 1, 2, 8, each case replayed from a CUDA graph (the GPU's "
+        "time alone; compiler/megatron/data/embedding-h200.json from tests/fixtures/h200-hosts/call31), interpolated in "
+        "log space; 0.13-6.2 ms, where the passes it replaces priced 0.03-0.45 ms (call 27's head bench found it "
+        "unpriced) |",
         "| query/key norms | --qk-layernorm (Qwen3's, read from training.args or the converted config): a norm over each "
         "head's query and key after QKV, at the measured cost an element of a norm that narrow (TE's RMSNorm "
         f"{rates.QK_NORM_S_PER_ELEMENT['te-rmsnorm'] * 1e12:.1f} ps, torch's {rates.QK_NORM_S_PER_ELEMENT['torch-rmsnorm'] * 1e12:.1f} "
@@ -455,7 +464,10 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "runs GEMMs on NaN or zeros in 12-17 % less time than on data once its clock settles under the power limit:",
         "tools/gemm_data_bench.py, tests/fixtures/h200-hosts/call28). Those runs are shown with the reason and neither",
         "fitted nor counted, as a contended run is (tools/validate_timing.py void_data); call 29 reran them with the",
-        "received buffers filled with normal random numbers (tools/fakepg.py, FAKEPG_FILL=1), and those count. The",
+        "received buffers filled with normal random numbers (tools/fakepg.py, FAKEPG_FILL=1), and those count (call 30 the",
+        "seven first stages call 29's budget did not reach). Call 31 ran two MoE layouts through Megatron's local experts",
+        "(expert and tensor parallel 1: the token dispatcher gathers nothing, so each rank routes its own tokens, as a real",
+        "one would; an expert-parallel all-to-all is what a fake group cannot judge). The",
         "ranks are not in MODEL_ERROR or the spreads plan.md shows, which are of whole steps.",
         "",
         f"- host speed: **{full.speed:.3f}** of the profiled figures (folds: {min(x.speed for x in folds):.3f} to "
@@ -494,8 +506,8 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "## Memory per pipeline stage (--fake-process-group)",
         "",
         f"tests/fixtures/fakepg: {len(fakepg_specs())} layouts of 2 to 16 GPUs, each run on one H200 as its first and its last",
-        "pipeline stage (tools/fakepg.py), every rank at once (memory only); and `call26/...`, `call27/...`, the ranks of",
-        "device calls 26 and 27 run alone (tests/fixtures/h200-hosts, their specs tests/e2e/fpg-*.yaml compiled for the",
+        "pipeline stage (tools/fakepg.py), every rank at once (memory only); and `call26/...`, `call27/...`, `call31/...`,",
+        "`call32/...`, the ranks of device calls 26, 27, 31 and 32 run alone (tests/fixtures/h200-hosts, their specs tests/e2e/fpg-*.yaml compiled for the",
         "image the device ran: no TE), against the estimate committed before each call. Megatron's `max allocated` against",
         "compiler/megatron/stage_memory.py:",
         "",
@@ -529,6 +541,20 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         f"  te-moe32-top2 is their one held-out run never seen before ({loo_error(result, 'call16/te-moe32-top2')}); "
         "te-ds-mla-moe and te-moe8-top2 were",
         "  left out of the fit but seen before its per-layer term was added; call 17's three runs came after.",
+        "  At larger shapes (device call 31, ranks of 8-GPU layouts alone): 8 experts with 2048 tokens each (GPU-bound)",
+        f"  {loo_error(result, 'call31/fpg-moe-pp2-dp4/first')} and {loo_error(result, 'call31/fpg-moe-pp2-dp4/last')}; "
+        "16 experts of FFN 1536 (host-bound by the fit)",
+        f"  {loo_error(result, 'call31/fpg-moe16-pp4/first')} and {loo_error(result, 'call31/fpg-moe16-pp4/last')}: "
+        "its last stage spent some 25 ms a micro batch beyond its GPU work on 384 expert",
+        "  GEMM calls the model waits 138 ms for, and ran faster than its first stage. The forward's token-count syncs",
+        "  leave the backward's four calls of six free to run behind queued GPU work, and the cuBLAS cache warms as",
+        "  token counts recur. Call 32's sweep (one GPU, 4 layers at h2048, 8 to 64 experts, 30 iterations) settles it:",
+        f"  {loo_error(result, 'call32/fpg-moe-e8/first')}, {loo_error(result, 'call32/fpg-moe-e16/first')}, "
+        f"{loo_error(result, 'call32/fpg-moe-e32/first')} and {loo_error(result, 'call32/fpg-moe-e64/first')} at 8, 16, 32 "
+        "and 64 experts, their steps falling 22 % over the run at 8 experts and",
+        "  2-9 % at the others: an expert's calls cost about 1.2 ms a micro batch where the model waits 2.26 ms;",
+        "  EXPERT_GEMM_HOST_S carries the profiler's own cost. Not re-measured in this change (tests/fixtures/",
+        "  h200-hosts/README.md, call32, says why).",
         "- Host-bound runs on different hosts. The same compiled job, tiny-l2-h256 at 4 micro batches, ran",
         f"  {ms('tiny-l2-h256'):.1f} ms a step on device call 3's host, {ab_lo:.1f}-{ab_hi:.1f} ms in six runs back to back on call 7's",
         f"  and {ms('call6/mem-tiny-l2-h256'):.1f} / {ms('call6/mem-hc-tiny-ga4'):.1f} ms on call 6's (tests/fixtures/h200-hosts): the lent",
@@ -597,6 +623,7 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "  1.42 (a step paced by the loader swings 32-179 ms); the compiler now turns the mask off, so only specs",
         "  that keep it (--reset-attention-mask) depend on it.",
         "- nccl-tests on one worker's 8 GPUs and across two workers (no multi-GPU machine was lent).",
+        "- Local experts' GEMM call cost without the profiler (calls 31 and 32 above), then layouts held out for it.",
         "",
     ]
     return "\n".join(lines)

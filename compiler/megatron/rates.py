@@ -6,12 +6,15 @@ tests/fixtures/microbench/device-h26-1.txt). A GEMM's time is interpolated in lo
 measured (m, n, k) grid (128 … 32768 each), per layout (forward x·Wᵀ, data gradient dy·W, weight
 gradient dyᵀ·x) and dtype; outside the grid the nearest edge's rate (FLOP/s) is used. A
 bandwidth-bound op costs its elements times the per-element time measured at 2^28 elements (forward
-and backward together). Nothing here is fitted.
+and backward together). data/embedding-h200.json is the word embedding's forward and backward
+(tools/embedding_bench.py, device call 31: tests/fixtures/h200-hosts/call31/embedding-bench.json), interpolated
+the same way. Nothing here is fitted.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import math
 from functools import lru_cache
@@ -29,11 +32,12 @@ def table(gpu: str = "h200") -> dict[str, Any]:
 
 
 @lru_cache(maxsize=None)
-def _gemm_grid(dtype: str, kind: str) -> tuple[tuple[int, ...], dict[tuple[int, int, int], float]]:
+def _gemm_grid(dtype: str, kind: str) -> tuple[tuple[int, ...], dict[tuple[int, ...], float]]:
     rows = table()[f"gemm_{dtype}"]
     grid = tuple(sorted({r["m"] for r in rows}))
     # log of the rate (FLOP/s): smooth across the grid where the time spans seven decades
-    rates = {(r["m"], r["n"], r["k"]): math.log(2.0 * r["m"] * r["n"] * r["k"] / r[f"{kind}_s"]) for r in rows}
+    rates: dict[tuple[int, ...], float] = {
+        (r["m"], r["n"], r["k"]): math.log(2.0 * r["m"] * r["n"] * r["k"] / r[f"{kind}_s"]) for r in rows}
     return grid, rates
 
 
@@ -51,18 +55,47 @@ def gemm_seconds(m: float, n: float, k: float, kind: str = "fwd", dtype: str = "
     if m <= 0 or n <= 0 or k <= 0:
         return 0.0
     grid, rates = _gemm_grid(dtype, kind)
-    (i0, i1, fm), (j0, j1, fn), (l0, l1, fk) = _bracket(grid, m), _bracket(grid, n), _bracket(grid, k)
+    return 2.0 * m * n * k / math.exp(_interpolate((grid, grid, grid), rates, (m, n, k)))
+
+
+def _interpolate(axes: tuple[tuple[int, ...], ...], values: dict[tuple[int, ...], float],
+                 point: tuple[float, ...]) -> float:
+    """Multilinear interpolation of `values` (one per grid point; a point without one gives its weight to the
+    others) at `point`, each axis in log space and clamped to its grid (_bracket)."""
+    sides = []  # each axis's two grid points and their weights
+    for axis, x in zip(axes, point):
+        lo, hi, f = _bracket(axis, x)
+        sides.append(((axis[lo], 1 - f), (axis[hi], f)))
     total = weight = 0.0
-    for a, wa in ((i0, 1 - fm), (i1, fm)):
-        for b, wb in ((j0, 1 - fn), (j1, fn)):
-            for c, wc in ((l0, 1 - fk), (l1, fk)):
-                key = (grid[a], grid[b], grid[c])
-                w = wa * wb * wc
-                if key in rates and w > 0:
-                    total += w * rates[key]
-                    weight += w
-    rate = math.exp(total / weight)
-    return 2.0 * m * n * k / rate
+    for corner in itertools.product(*sides):
+        w = 1.0
+        for _, wi in corner:
+            w *= wi
+        value = values.get(tuple(k for k, _ in corner)) if w > 0 else None
+        if value is not None:
+            total += w * value
+            weight += w
+    if weight == 0:  # every corner unmeasured (the GEMM grid lacks 32768^3): the nearest measured point's
+        return values[min(values, key=lambda k: sum(math.log(a / min(max(x, axis[0]), axis[-1])) ** 2
+                                                    for a, x, axis in zip(k, point, axes)))]
+    return total / weight
+
+
+@lru_cache(maxsize=None)
+def _embedding_grid() -> tuple[tuple[tuple[int, ...], ...], dict[tuple[int, ...], float]]:
+    rows = json.loads((DATA / "embedding-h200.json").read_text())["rows"]
+    keys = ("tokens", "hidden", "vocab_shard", "tp")
+    axes = tuple(tuple(sorted({r[k] for r in rows})) for k in keys)
+    # log of the time per looked-up element (tokens x hidden): outside the grid the nearest edge's rate
+    return axes, {tuple(r[k] for k in keys): math.log(r["gpu_seconds"] / (r["tokens"] * r["hidden"])) for r in rows}
+
+
+def embedding_seconds(tokens: float, hidden: float, rows: float, tp: int = 1) -> float:
+    """The GPU's time of an embedding lookup's forward and backward (its gradient: the rank's `rows` x hidden zeroed,
+    each token's row added in) for `tokens` ids on a rank of `tp` (VocabParallelEmbedding: at tp > 1 the ids
+    outside the rank's shard masked and their rows zeroed); measured at TP 1, 2 and 8, interpolated between."""
+    axes, values = _embedding_grid()
+    return tokens * hidden * math.exp(_interpolate(axes, values, (tokens, hidden, rows, tp)))
 
 
 def linear_seconds(tokens: float, out_features: float, in_features: float, dtype: str = "bf16") -> float:
