@@ -552,9 +552,12 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         f"  {loo_error(result, 'call32/fpg-moe-e8/first')}, {loo_error(result, 'call32/fpg-moe-e16/first')}, "
         f"{loo_error(result, 'call32/fpg-moe-e32/first')} and {loo_error(result, 'call32/fpg-moe-e64/first')} at 8, 16, 32 "
         "and 64 experts, their steps falling 22 % over the run at 8 experts and",
-        "  2-9 % at the others: an expert's calls cost about 1.2 ms a micro batch where the model waits 2.26 ms;",
-        "  EXPERT_GEMM_HOST_S carries the profiler's own cost. Not re-measured in this change (tests/fixtures/",
-        "  h200-hosts/README.md, call32, says why).",
+        "  2-9 % at the others: an expert's calls cost about 1.2 ms a micro batch where the model waits 2.26 ms.",
+        "  The GEMM call alone is not it: call 33 timed one at a new token count at 77-138 us of host time (13-18 us",
+        "  at a seen one, tools/expert_gemm_bench.py), and at that figure the same runs come out 12-56 % under. The",
+        "  rest of a local expert's host work (its modules, autograd's functions, the token slicing) carries the error;",
+        "  the constant stays until SequentialMLP's own host time per expert is measured (tests/fixtures/h200-hosts/",
+        "  README.md, calls 32 and 33).",
         "- Host-bound runs on different hosts. The same compiled job, tiny-l2-h256 at 4 micro batches, ran",
         f"  {ms('tiny-l2-h256'):.1f} ms a step on device call 3's host, {ab_lo:.1f}-{ab_hi:.1f} ms in six runs back to back on call 7's",
         f"  and {ms('call6/mem-tiny-l2-h256'):.1f} / {ms('call6/mem-hc-tiny-ga4'):.1f} ms on call 6's (tests/fixtures/h200-hosts): the lent",
@@ -623,7 +626,8 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "  1.42 (a step paced by the loader swings 32-179 ms); the compiler now turns the mask off, so only specs",
         "  that keep it (--reset-attention-mask) depend on it.",
         "- nccl-tests on one worker's 8 GPUs and across two workers (no multi-GPU machine was lent).",
-        "- Local experts' GEMM call cost without the profiler (calls 31 and 32 above), then layouts held out for it.",
+        "- SequentialMLP's host time per expert and micro batch, measured on Megatron's module by expert and token",
+        "  count (calls 31-33 above), then local-expert layouts held out for it.",
         "",
     ]
     return "\n".join(lines)
