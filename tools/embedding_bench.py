@@ -25,7 +25,6 @@ boolean-mask assignments, which sync the host, as the masked_fill kernels that d
 from __future__ import annotations
 
 import itertools
-import json
 import sys
 from pathlib import Path
 
@@ -33,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from head_bench import timed, vocab_parallel_lookup  # noqa: E402
+from head_bench import record, timed, vocab_parallel_lookup, write_rows  # noqa: E402
 
 TOKENS = (2048, 8192, 32768)
 HIDDEN = (1024, 4096, 8192)
@@ -83,12 +82,10 @@ def main(out_path: str) -> int:
 
         row = {"tokens": tokens, "hidden": h, "vocab_shard": vocab, "tp": tp, "seconds": timed(step),
                "gpu_seconds": replayed(captured)}
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+        record(rows, row)
         del emb, ids, out_grad
         torch.cuda.empty_cache()
-    Path(out_path).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                          "rows": rows}, indent=1) + "\n")
+    write_rows(out_path, rows)
     return 0
 
 

@@ -20,13 +20,15 @@ and GEMM after 20 warm-up calls; the median and quartiles of the host's time a c
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from head_bench import record, write_rows  # noqa: E402
 
 SHAPES = [("call32 h2048", 2048, 3072, 1536), ("call31 h4096", 4096, 14336, 7168), ("moe8-top2 h1024", 1024, 4096, 4096)]
 CENTRES = (2048, 4096)
@@ -65,12 +67,10 @@ def main(out_path: str) -> int:
                 for label, times in (("new", new), ("seen", seen)):
                     q = statistics.quantiles(times, n=4)
                     row[f"{label}_median_s"], row[f"{label}_q1_s"], row[f"{label}_q3_s"] = statistics.median(times), q[0], q[2]
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+                record(rows, row)
             del x, w1, dy
             torch.cuda.empty_cache()
-    Path(out_path).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                          "rows": rows}, indent=1) + "\n")
+    write_rows(out_path, rows)
     return 0
 
 

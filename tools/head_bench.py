@@ -57,6 +57,19 @@ def timed(fn, rounds: int = 10, warm: int = 3) -> float:
     return statistics.median(out)
 
 
+def record(rows: list[dict], row: dict) -> None:
+    """One case's row, kept and printed as it comes (a cut-short call still shows it)."""
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+
+
+def write_rows(out_path: str, rows: list[dict]) -> None:
+    """A bench's rows with the device and torch they ran on, as the device benches write them."""
+    with open(out_path, "w") as f:
+        f.write(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows},
+                           indent=1) + "\n")
+
+
 def vocab_parallel_lookup(ids: torch.Tensor, emb: torch.Tensor, vocab: int) -> torch.Tensor:
     """VocabParallelEmbedding.forward at TP > 1 (megatron/core/tensor_parallel/layers.py) on the rank holding rows
     [0, vocab): the ids outside its shard masked to row 0, looked up, their rows zeroed."""
@@ -119,12 +132,10 @@ def main(out_path: str) -> int:
         for key, fn in (("gemm_s", gemm), ("ce_s", ce), ("head_s", head), ("embedding_s", embedding),
                         ("embedding_tp1_s", embedding_tp1)):
             row[key] = timed(fn)
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+        record(rows, row)
         del x, w, logits, emb, out_grad, grad
         torch.cuda.empty_cache()
-    with open(out_path, "w") as f:
-        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
+    write_rows(out_path, rows)
     return 0
 
 
