@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..check.facts import Facts
 from ..megatron.data import (LEVEL, TOKENS_PER_INPUT_BYTE, TOKENS_PER_SECOND_MAX, TOKENS_PER_SECOND_PER_WORKER,
@@ -13,10 +13,12 @@ from ..megatron.performance import resolve
 from ..megatron.runfiles import RUN_CHECKPOINT_DIR, EXIT_RECORD, RUNTIME_RECORD, TRAIN_LOG
 from ..megatron.flags import STOP_FLAGS
 from ..megatron.pretrain import TrainingTime
-from ..megatron.timing import StepTime
 from ..megatron.stop import FIRST_SAVE_S, GRACE_MARGIN_S, SAVE_SHARE, SIGNAL, START_MARGIN_S, minutes
 from ..schema.records import JobSpec
 from .types import LaunchPlan, PretrainPlan, ReportSection
+
+if TYPE_CHECKING:  # the step-time model is imported where a spec has a step time (check/facts.py), not here
+    from ..megatron.timing import StepTime
 
 
 # A large job's report stays readable and small (1024 workers x 16 GPUs listed every rank: 0.5 MB):
