@@ -64,7 +64,7 @@ def test_fake_process_group_ranks_table_is_the_logs_against_the_predictions_made
             assert f"| {call}/{name} | {p:.0f} | not started: past the call's budget |" in readme
             assert "after training is done" not in text
             continue
-        # calls 29 and 30 filled what the fake receive returns with data (tools/fakepg.py FAKEPG_FILL=1)
+        # calls 29, 30 and 31 filled what the fake receive returns with data (tools/fakepg.py FAKEPG_FILL=1)
         assert (call in ("call29", "call30", "call31")) == ("# fakepg: FAKEPG_FILL=1" in text)
         assert len(its) == (27 if call == "call32" else 9)  # call 32 ran 30 iterations, the others 12
         m = statistics.median(its)

@@ -354,6 +354,14 @@ def test_ranks_of_multi_gpu_layouts_alone_hold_their_compute() -> None:
     assert perfdoc.spread(VALIDATION) == perfdoc.spread(whole)  # type: ignore[attr-defined]
 
 
+def test_a_gemm_past_the_tables_unmeasured_corner_takes_the_nearest_point() -> None:
+    # the GEMM grid lacks 32768^3 (tools/microbench.py did not time it): a query there took every corner's weight
+    # from nothing and divided by zero; it now takes the nearest measured point's rate
+    edge = rates.gemm_seconds(32768, 32768, 32768)
+    assert 0 < edge < float("inf") and edge >= rates.gemm_seconds(16384, 32768, 32768)
+    assert rates.gemm_seconds(65536, 65536, 65536) == pytest.approx(8 * edge)  # beyond it: that rate
+
+
 def test_the_embedding_is_its_measured_lookup() -> None:
     # rates.embedding_seconds (device call 31, tools/embedding_bench.py): at every measured case the CUDA graph's
     # replay, between them interpolated. Call 27's head bench timed the embedding eagerly at eight shapes (the

@@ -50,8 +50,9 @@ LAUNCHES_MOE_ROUTING = 40  # router GEMM, softmax, top-k, aux bookkeeping, permu
 # profiler's own cost per op is in it, so this is an upper bound). Six calls per expert and micro
 # batch (forward 2, backward 4), for SequentialMLP (moe_grouped_gemm off, the default). Unprofiled, device calls
 # 31 and 32 (h2048, 8 to 64 experts of FFN 1536) found an expert's calls cost about half of what this makes them
-# (their steps 16-73 % under the model's); call 33 timed the GEMM call alone at 0.10 ms new, 0.015 ms seen, which
-# puts the same runs 12-56 % under their measured steps: the rest of an expert's host work carries the error.
+# (the model 16-73 % over their steps); call 33 timed the GEMM call alone at 0.10 ms new, 0.015 ms seen, which
+# puts call 32's runs 13-23 % and moe8-top2 45 % under their measured steps: the rest of an expert's host work
+# carries the error.
 # Kept until SequentialMLP's own host time is measured (tests/fixtures/h200-hosts/README.md, calls 32 and 33).
 EXPERT_GEMM_HOST_S = 3.54e-4
 EXPERT_GEMMS = 6
@@ -313,11 +314,11 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
         stage_params += vocab * h
     if first:
         # the word embedding's lookup and its backward at the rank's vocabulary shard (measured:
-        # rates.embedding_seconds), the embedding dropout; a learned position embedding's own lookup and the add
+        # rates.embedding_seconds), the embedding dropout; a learned position embedding's own lookup (a table of
+        # the sequence's rows: below the bench's smallest, 32768, priced as that) and the add
         emb = rates.embedding_seconds(tokens, h, vocab, tp) + rates.op_seconds("dropout", sbh)
         if model.learned_position:
-            positions = getattr(args, "max_position_embeddings", None) or args.seq_length
-            emb += rates.embedding_seconds(tokens, h, positions) + rates.op_seconds("add", sbh)
+            emb += rates.embedding_seconds(tokens, h, args.seq_length) + rates.op_seconds("add", sbh)
         stage_params += vocab * h
     fused_accumulation = getattr(par, "grad_accumulation_fusion", None)
     # bf16's gradient into fp32 main_grad at the rate measured in traces; fp16 accumulates in its own dtype
