@@ -11,7 +11,8 @@
 # $OUT/fakepg-time.tar.gz (every rank's log, lscpu), rewritten at the end and when cut short.
 # BUDGET_S (default 440): no rank starts after it; RUN_TIMEOUT_S (default 100): a rank's limit.
 # BENCHES="head embedding": tools/head_bench.py, tools/embedding_bench.py first, each alone on the GPU (its rows
-# in NAME-bench.json and summary.txt); HEAD_BENCH=1 (call 27) is BENCHES=head.
+# in NAME-bench.json and summary.txt; BENCH_TIMEOUT_S, default 600, each one's limit); HEAD_BENCH=1 (call 27) is
+# BENCHES=head; BENCHES=moe_host (call 34) runs tools/moe_host_bench.py.
 set -uo pipefail
 
 OUT=${OUT:-/tmp/fpg-out}
@@ -29,7 +30,7 @@ source tools/device_setup.sh
 cp "$PLAN" "$LOGS/plan.json"
 [ "${HEAD_BENCH:-0}" = 1 ] && BENCHES=${BENCHES:-head}
 for bench in ${BENCHES:-}; do
-  python3 "tools/${bench}_bench.py" "$LOGS/${bench}-bench.json" 2>&1 | tee -a "$LOGS/summary.txt"
+  timeout -s TERM "${BENCH_TIMEOUT_S:-600}" python3 "tools/${bench}_bench.py" "$LOGS/${bench}-bench.json" 2>&1 | tee -a "$LOGS/summary.txt"
   say "## $bench bench: exit ${PIPESTATUS[0]}"
 done
 MEGATRON=/opt/Megatron-LM timeout -s TERM $((BUDGET_S + RUN_TIMEOUT_S + 20)) \
