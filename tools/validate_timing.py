@@ -46,7 +46,7 @@ from compiler.megatron.layer_time import Model  # noqa: E402
 from compiler.megatron.pretrain import padded_vocab_size  # noqa: E402
 from compiler.megatron.schedule import bubble_fraction  # noqa: E402
 from compiler.megatron.data_loader import loader_seconds  # noqa: E402
-from compiler.megatron.timing import (FUSED_ATTENTION_SCORE_S, Parallel, iteration_tensors, microbatch_seconds, pace,  # noqa: E402
+from compiler.megatron.timing import (FUSED_ATTENTION_SCORE_S, Parallel, expert_wait, iteration_tensors, microbatch_seconds, pace,  # noqa: E402
                                       step_time)
 from measurements import parse_args_dump  # noqa: E402
 
@@ -294,9 +294,9 @@ class Parts(NamedTuple):
     m: int
     pp: int
     v: int
-    # per fused-attention share (one entry for a run without TE): per stage (GPU s, MoE launches s, MoE host
-    # s, layer passes)
-    stages: tuple[tuple[tuple[float, float, float, float], ...], ...]
+    # per fused-attention share (one entry for a run without TE): per stage (GPU s, MoE launches s, TE's MoE host
+    # s, layer passes, local expert passes, a local expert's GPU s)
+    stages: tuple[tuple[tuple[float, float, float, float, float, float], ...], ...]
     rest: float  # communication and optimizer, exposed
     te: bool
     nan_check: bool
@@ -314,7 +314,8 @@ def parts(run: Run) -> Parts:
         step = step_time(fa, par._replace(fused_attention_share=share, fused_attention_score_s=FUSED_ATTENTION_SCORE_S),
                          GPUS["h200"],
                          run.params, host_speed=0.0, host_per_iteration=0.0, te_host_per_layer=0.0)
-        table.append(tuple((s.gpu_s, s.launch_s, s.moe_host_s, s.passes) for s in step.stages))
+        table.append(tuple((s.gpu_s, s.launch_s, s.moe_host_s, s.passes, s.expert_passes, s.expert_gpu_s)
+                           for s in step.stages))
     # a fake-process-group rank skips every collective: of the rest only its optimizer (timing.fake_rank_seconds)
     kept = ("optimizer",) if run.stage else tuple(t.name for t in step.terms if t.name not in
                                                   ("compute", "bubble", "iteration", "data-loader"))
@@ -333,8 +334,12 @@ def _stages(p: Parts, f: Fit) -> list[tuple[float, float, float]]:
     layer = (f.te_host if p.te else f.speed * host_time.LAYER_PASS_S) * p.layer_factor
     forward = f.te_forward if p.te else host_time.MICROBATCH_FORWARD_SHARE
     beyond = f.te_mb if p.te else f.speed * host_time.MICROBATCH_S
-    return [(microbatch_seconds(g, (launch + beyond + layer * n) * f.host, p.nan_check, forward) + moe * f.host, g,
-             (launch + beyond + layer * n + moe) * f.host) for g, launch, moe, n in stages]
+    out = []
+    for g, launch, moe, n, experts, expert_gpu in stages:
+        wait = moe * f.host + expert_wait(experts, expert_gpu, f.speed * f.host)
+        out.append((microbatch_seconds(g, (launch + beyond + layer * n) * f.host, p.nan_check, forward) + wait, g,
+                    (launch + beyond + layer * n) * f.host + wait))
+    return out
 
 
 def _step(p: Parts, f: Fit) -> float:
