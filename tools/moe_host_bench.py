@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The host's time of Megatron's local experts (SequentialMLP) a layer pass, by expert count (issue 26, device call 34).
 
-    python3 tools/moe_host_bench.py OUT.json [--megatron /opt/Megatron-LM] [--device cuda]
+    python3 tools/moe_host_bench.py OUT.json [--megatron /opt/Megatron-LM] [--device cuda] [--rounds N] [--modes M,..]
 
 layer_time prices a local expert's host work a micro batch as six GEMM calls at a token count cuBLAS has not planned
 (EXPERT_GEMM_HOST_S, from a torch-profiler trace of moe8-top2) and its launches. Device calls 31 and 32 ran local
@@ -24,7 +24,9 @@ Per configuration (experts E, top-k):
 Each configuration's expert FFN differs (256 + 16 i), so no two share cuBLAS's plans. A step is the block's forward
 and the sum's backward; each configuration is timed as a block of LONG and of SHORT layers, all built first and then
 timed in ROUNDS rounds (every chain BURST steps, in a new random order each round), so the host's drift falls on all
-alike; a layer pass is a round's difference over LONG - SHORT, its median over the rounds. The dense GPT layer of
+alike; a layer pass is a round's difference over LONG - SHORT, its median over the rounds, and the same of the
+forward alone (the host's time until the block's forward returns: the token-count synchronisations are there; the
+backward has none, device call 35). The dense GPT layer of
 tools/layer_host_bench.py (s16 b1, the figure host_time.LAYER_PASS_S's profile and call 21 measured) is timed in the
 same rounds: the yardstick the experts' cost is taken against. Rows in OUT.json; lines on stdout.
 """
@@ -34,6 +36,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import random
 import statistics
 import sys
@@ -73,8 +76,9 @@ def build_moe(experts: int, topk: int, ffn: int, layers: int, device: str) -> An
         if device == "cuda" else block
 
 
-def moe_stepper(model: Any, mode: str, device: str) -> Callable[[], float]:
-    """One step (forward, the sum's backward) in `mode`, warmed up: a function returning its host seconds."""
+def moe_stepper(model: Any, mode: str, device: str) -> Callable[[], tuple[float, float]]:
+    """One step (forward, the sum's backward) in `mode`, warmed up: a function returning its host seconds, the
+    forward's and the whole step's."""
     import torch
 
     fixed = torch.randn(S, B, H, device=device, dtype=torch.bfloat16)
@@ -87,14 +91,20 @@ def moe_stepper(model: Any, mode: str, device: str) -> Callable[[], float]:
             gc.enable()
         t0 = time.perf_counter()
         out = model(hidden_states=x, attention_mask=None)
+        forward = time.perf_counter() - t0
         out.float().sum().backward()
         t = time.perf_counter() - t0
         gc.disable()
         sync()
-        return t
+        return forward, t
     for _ in range(WARM):
         step()
     return step
+
+
+def _whole_only(step: Callable[[], float]) -> Callable[[], tuple[float, float]]:
+    """layer_host_bench's step (the whole step's host seconds) as moe_stepper's pair; its forward alone untimed."""
+    return lambda: (float("nan"), step())
 
 
 def main() -> int:
@@ -102,22 +112,25 @@ def main() -> int:
     p.add_argument("out", help="rows as JSON")
     p.add_argument("--megatron", default="/opt/Megatron-LM", help="Megatron-LM checkout at the pinned commit")
     p.add_argument("--device", default="cuda", help="cuda (a measurement) or cpu (a smoke check of the script)")
-    p.add_argument("--rounds", type=int, default=ROUNDS)
+    # the environment's (tools/fakepg_time_device.sh runs a bench with its output path alone)
+    p.add_argument("--rounds", type=int, default=int(os.environ.get("MOE_BENCH_ROUNDS", ROUNDS)))
+    p.add_argument("--modes", default=os.environ.get("MOE_BENCH_MODES", ",".join(MODES)), help="of " + ", ".join(MODES))
     a = p.parse_args()
+    modes = a.modes.split(",")
     init(a.megatron, a.device)
     import torch
 
     print(f"# torch {torch.__version__}; layers {LONG} - {SHORT}, {a.rounds} rounds of {BURST}; MoE s{S} b{B} h{H} "
-          f"{HEADS} heads; configurations {CONFIGS} x {MODES}", flush=True)
+          f"{HEADS} heads; configurations {CONFIGS} x {modes}", flush=True)
     gc.collect()
     gc.disable()  # as --manual-gc leaves it; `fresh+gc` steps turn the collector on for their own time
-    steps: dict[tuple[str, int], Callable[[], float]] = {}
+    steps: dict[tuple[str, int], Callable[[], tuple[float, float]]] = {}
     gpt = next(arch for arch in ARCHS if arch.name == "gpt")
     for n in (LONG, SHORT):
-        steps["gpt", n] = stepper(*build(gpt, False, n, a.device), a.device)
+        steps["gpt", n] = _whole_only(stepper(*build(gpt, False, n, a.device), a.device))
     i = 0
     for e, k in CONFIGS:
-        for mode in MODES:
+        for mode in modes:
             name = f"e{e}-top{k} {mode}"
             ffn = 256 + 16 * i
             i += 1
@@ -130,23 +143,30 @@ def main() -> int:
     print(f"# built {len(steps)} chains", flush=True)
     rng = random.Random(34)
     times: dict[tuple[str, int], list[float]] = {key: [] for key in steps}
+    forwards: dict[tuple[str, int], list[float]] = {key: [] for key in steps}
     for r in range(a.rounds):
         keys = list(steps)
         rng.shuffle(keys)
         for key in keys:
-            times[key].append(statistics.median(steps[key]() for _ in range(BURST)))
+            burst = [steps[key]() for _ in range(BURST)]
+            forwards[key].append(statistics.median(f for f, _ in burst))
+            times[key].append(statistics.median(t for _, t in burst))
         print(f"# round {r + 1} done", flush=True)
     rows = []
     for name in dict.fromkeys(nm for nm, _ in steps):
         if (name, SHORT) not in times or (name, LONG) not in times:
             continue
         per = [(lo - sh) / (LONG - SHORT) for lo, sh in zip(times[name, LONG], times[name, SHORT])]
+        fwd = [(lo - sh) / (LONG - SHORT) for lo, sh in zip(forwards[name, LONG], forwards[name, SHORT])]
         q = statistics.quantiles(per, n=4)
         row = {"config": name, "layer_pass_s": statistics.median(per), "q1_s": q[0], "q3_s": q[2],
+               "forward_s": None if name == "gpt" else statistics.median(fwd),
+               "forward_per_round_s": None if name == "gpt" else fwd,
                "long_step_s": statistics.median(times[name, LONG]), "short_step_s": statistics.median(times[name, SHORT]),
                "rounds": a.rounds, "per_round_s": per}
         rows.append(row)
         print(f"{name}: {row['layer_pass_s'] * 1e3:.3f} ms a layer pass (quartiles {q[0] * 1e3:.3f}-{q[2] * 1e3:.3f}; "
+              f"forward {(row['forward_s'] or 0.0) * 1e3:.3f}; "
               f"steps {row['long_step_s'] * 1e3:.2f} ms at {LONG} layers, {row['short_step_s'] * 1e3:.2f} at {SHORT})",
               flush=True)
     yard = python_loop_line()
