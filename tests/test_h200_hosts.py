@@ -318,3 +318,50 @@ def test_grouped_experts_host_costs_are_the_designated_runs_fit() -> None:
     assert max(abs(errors[n]) for n in fit.DESIGNATED) < 0.27  # type: ignore[attr-defined]
     assert abs(errors["call16/te-moe32-top2"]) < 0.02 and abs(errors["call15/te-ds-mla-moe"]) < 0.03
     assert -0.35 < errors["te-moe8-top2"] < -0.30
+
+
+def test_call34_local_expert_share_is_the_bench_by_the_rule_written_down_before() -> None:
+    """Device call 34: tools/moe_host_bench.py's `fresh` layer passes at top 2 (8 to 64 experts), their least-squares
+    slope over the experts against the GPT layer pass of the same rounds, is host_time.LOCAL_EXPERT_SHARE (rule 1 and
+    2 of the README, committed before the call); `fresh+gc`'s slope within the per-round slopes' quartiles of
+    `fresh`'s, so no term for a run without --manual-gc (rule 3)."""
+    from compiler.megatron import host_time
+
+    rows = {r["config"]: r for r in json.loads((HOSTS / "call34" / "moe_host-bench.json").read_text())["rows"]}
+    experts = (8, 16, 32, 64)
+
+    def slope(values: list[float]) -> float:
+        mx, my = sum(experts) / 4, sum(values) / 4
+        return sum((x - mx) * (y - my) for x, y in zip(experts, values)) / sum((x - mx) ** 2 for x in experts)
+
+    b = slope([rows[f"e{e}-top2 fresh"]["layer_pass_s"] for e in experts])
+    assert host_time.LOCAL_EXPERT_SHARE == pytest.approx(b / rows["gpt"]["layer_pass_s"], abs=5e-4)
+    per_round = {mode: sorted(slope([rows[f"e{e}-top2 {mode}"]["per_round_s"][r] for e in experts])
+                              for r in range(rows["gpt"]["rounds"])) for mode in ("fresh", "fresh+gc")}
+    q = {mode: statistics.quantiles(v, n=4) for mode, v in per_round.items()}
+    gc_b = slope([rows[f"e{e}-top2 fresh+gc"]["layer_pass_s"] for e in experts])
+    assert q["fresh"][0] < gc_b < q["fresh"][2] and q["fresh+gc"][0] < b < q["fresh+gc"][2]
+
+
+def test_call34_runs_table_is_the_logs_against_both_figures_written_down() -> None:
+    """Call 34's four one-GPU local-expert runs: the model's figure before the bench (predicted-before.txt) and with
+    the bench's share applied (predicted-after-bench.txt, committed before the logs were opened), against the logs."""
+    readme = (HOSTS / "README.md").read_text()
+    before = predicted(HOSTS / "call34" / "predicted-before.txt")
+    after = predicted(HOSTS / "call34" / "predicted-after-bench.txt")
+    assert before.keys() == after.keys() and len(before) == 4
+    for name, p in before.items():
+        (log,) = (HOSTS / "call34" / "fakepg" / name.split("/")[0]).glob("first-rank*.log")
+        its = steady(log)
+        assert len(its) == 27
+        m = statistics.median(its)
+        q = after[name]
+        row = (f"| call34/{name} | {p:.0f} | {q:.0f} | {m:.1f} ({min(its):.1f}-{max(its):.1f}) | "
+               f"{(p / m - 1) * 100:+.1f}% | {(q / m - 1) * 100:+.1f}% |")
+        assert row in readme, row
+        assert q < p  # the measured expert cost is below the profiled one it replaced
+    # without --manual-gc within 5 % of the same job with it, on one host
+    with_gc = statistics.median(steady(HOSTS / "call34" / "fakepg" / "fpg-moe-e32" / "first-rank0.log"))
+    without = statistics.median(steady(HOSTS / "call34" / "fakepg" / "fpg-moe-e32-autogc" / "first-rank0.log"))
+    assert abs(without / with_gc - 1) < 0.05
+    assert "--manual-gc" not in (HOSTS / "call34" / "fakepg" / "fpg-moe-e32-autogc" / "first-rank0.log").read_text().split("\n", 1)[0]

@@ -274,7 +274,7 @@ def test_leave_one_out_holds_the_committed_worst_fold() -> None:
     # lent hosts that ran the same job up to 2.2x apart miss it (docs/performance-model.md,
     # tests/fixtures/h200-hosts)
     # call 22's host ran the tiny GPT with 8 layers in 100.7 ms where calls 6 and 11 took 198 and 175: its
-    # host-bound Llama-shaped run is the worst (+84 %), call 6's tiny runs the other way (-43 %)
+    # host-bound Llama-shaped run is the worst (+79 %), call 6's tiny runs the other way (-43 %)
     own = [r for r in VALIDATION["rows"] if not r["contended"]]
     assert len(own) >= 158
     assert VALIDATION["worst"] <= 0.85
@@ -288,10 +288,9 @@ def test_host_calibrated_leave_one_out_holds_the_committed_figures() -> None:
     # micro batch and at 2 layers and 4 (call 6: +57 and -23 % calibrated) disagree on the split the profile
     # gave a layer pass and a micro batch
     own = [r for r in VALIDATION["rows"] if not r["contended"]]
-    # the worst over every run is call 31's uncalibrated 16-expert last stage (+73 %: a fake-process-group rank has
-    # no host group); over the runs a host calibrated, call 6's tiny GPT at 8 layers (+56 %)
-    assert VALIDATION["worst_calibrated"] <= 0.74
-    assert max(abs(r["calibrated_error"]) for r in own if r["calibrated_by"]) <= 0.57
+    # the worst, over every run and over the runs a host calibrated, is call 6's tiny GPT at 8 layers (+60 %)
+    assert VALIDATION["worst_calibrated"] <= 0.61
+    assert max(abs(r["calibrated_error"]) for r in own if r["calibrated_by"]) <= 0.61
     assert sum(abs(r["calibrated_error"]) <= 0.15 for r in own) >= 119
     cal = [r for r in own if r["calibrated_by"]]
     assert len(cal) >= 116
@@ -305,20 +304,25 @@ def test_host_calibrated_leave_one_out_holds_the_committed_figures() -> None:
 
 def test_gpu_bound_runs_hold_the_committed_worst() -> None:
     # the committed figure of the runs the fit calls GPU-bound (docs/performance-model.md draws the line after
-    # the errors were seen: a report, not the acceptance); call6/mem-l4-ga4 on call 6's slow host is the worst
+    # the errors were seen: a report, not the acceptance); of whole steps call6/mem-l4-ga4 on call 6's slow host is the
+    # worst; of every run a MoE rank whose GPU work the local experts' host work hides in part (LOCAL_EXPERT_RANKS)
     gpu = [r for r in VALIDATION["rows"] if not r["contended"] and not r["unpriced"] and r["bound"] == "GPU"]
     assert len(gpu) >= 44
-    assert max(abs(r["error"]) for r in gpu) <= 0.16
+    assert max(abs(r["error"]) for r in gpu if not r["stage"]) <= 0.16
+    assert max(abs(r["error"]) for r in gpu if r["name"] not in LOCAL_EXPERT_RANKS) <= 0.16
+    assert max(abs(r["error"]) for r in gpu) <= 0.35
 
 
-KEPT_RANKS = 30  # the counted fake-process-group ranks: call 29's 13, call 30's 7, call 31's 4, call 32's 4, two one-stage
+KEPT_RANKS = 34  # the counted fake-process-group ranks: call 29's 13, call 30's 7, call 31's 4, call 32's 4, call 34's 4, two one-stage
 # the fake-process-group ranks with a pipeline stage beside them that ran on the fake receive's unfilled buffer
 # (device calls 26 and 27) and those without one
 ONE_STAGE = {"call26/fpg-tp8-h8192/first", "call27/fpg-tp2-s8192/first"}
-# Megatron's local experts with small expert GEMMs (calls 31 and 32): the model waits for each expert's GEMM calls at
-# EXPERT_GEMM_HOST_S, a profiled figure; unprofiled they cost about half (tests/fixtures/h200-hosts/README.md, call32)
+# Megatron's local experts with small expert GEMMs (calls 31, 32 and 34): the model waits for each expert's host time,
+# measured on Megatron's SequentialMLP (host_time.LOCAL_EXPERT_SHARE, call 34), beyond its GPU time
 LOCAL_EXPERT_RANKS = {"call31/fpg-moe16-pp4/first", "call31/fpg-moe16-pp4/last", "call32/fpg-moe-e8/first",
-                      "call32/fpg-moe-e16/first", "call32/fpg-moe-e32/first", "call32/fpg-moe-e64/first"}
+                      "call32/fpg-moe-e16/first", "call32/fpg-moe-e32/first", "call32/fpg-moe-e64/first",
+                      "call34/fpg-moe-e32/first", "call34/fpg-moe-e32-autogc/first", "call34/fpg-moe-e60-qwen/first",
+                      "call34/fpg-moe-h1024-e16/first"}
 
 
 def test_ranks_of_multi_gpu_layouts_alone_hold_their_compute() -> None:
@@ -333,18 +337,26 @@ def test_ranks_of_multi_gpu_layouts_alone_hold_their_compute() -> None:
     assert {r["name"] for r in earlier if not r["void"]} == ONE_STAGE
     assert all(r["contended"] for r in ranks if r["void"])  # contended rows are never fitted (fit_idx) or counted
     kept = [r for r in ranks if not r["void"]]
-    assert {r["name"].split("/")[0] for r in kept if r["name"] not in ONE_STAGE} == {"call29", "call30", "call31", "call32"}
+    assert {r["name"].split("/")[0] for r in kept if r["name"] not in ONE_STAGE} == {"call29", "call30", "call31", "call32",
+                                                                                     "call34"}
     assert len(kept) >= KEPT_RANKS and not any(r["contended"] for r in kept)
-    # dense and the Mixtral-shaped MoE (2048 tokens an expert): within 6 %
+    # dense: within 6 %; the Mixtral-shaped MoE (2048 tokens an expert, GPU-bound: the measured expert host time all
+    # behind its GPU time) -12 and -5 %, where the profiled per-call figure's wait had put them within 4 %
     held = [r for r in kept if r["name"] not in LOCAL_EXPERT_RANKS]
-    assert all(r["bound"] == "GPU" for r in held) and max(abs(r["error"]) for r in held) <= 0.06, \
-        [(r["name"], r["error"]) for r in held]
-    # the local experts' small GEMMs: over, and more so with more experts (16 to 62 %), the host-bound ones within the
-    # spread plan.md gives such an estimate (measured 0.58-0.79 of it)
+    mixtral = [r for r in held if "fpg-moe-pp2-dp4" in r["name"]]
+    assert all(r["bound"] == "GPU" for r in held) and len(mixtral) == 2
+    assert max(abs(r["error"]) for r in held if r not in mixtral) <= 0.06, [(r["name"], r["error"]) for r in held]
+    assert max(abs(r["error"]) for r in mixtral) <= 0.13
+    # the local experts: call 32's host within 15 %, call 34's (which ran the same e32 job 20 % faster) 28-43 % over,
+    # its own host's factor bringing them within 8 %; call 31's 16-expert last stage 34 % over (its head's GPU work,
+    # which the model adds to the experts' wait)
     local = {r["name"]: r["error"] for r in kept if r["name"] in LOCAL_EXPERT_RANKS}
-    assert len(local) == 6 and all(0.1 < e < 0.75 for e in local.values()), local
+    assert len(local) == 10 and all(-0.15 < e < 0.45 for e in local.values()), local
+    assert all(abs(e) < 0.15 for n, e in local.items() if n.startswith("call32"))
     assert local["call32/fpg-moe-e8/first"] < local["call32/fpg-moe-e16/first"] < local["call32/fpg-moe-e32/first"] \
         < local["call32/fpg-moe-e64/first"]
+    calibrated = {r["name"]: r["calibrated_error"] for r in kept if r["name"].startswith("call34/")}
+    assert len(calibrated) == 4 and all(abs(e) < 0.10 for e in calibrated.values()), calibrated
     lo, hi = timing.MEASURED_SPREAD["host"]
     assert all(lo <= 1 / (1 + r["error"]) <= hi for r in kept if r["bound"] == "host")
     # whole-step figures only: the ranks are in neither MODEL_ERROR nor the spreads plan.md shows
@@ -429,7 +441,9 @@ def test_local_runs_but_the_host_bound_hold_the_committed_worst() -> None:
     dense = [r for r in VALIDATION["rows"] if not r["contended"] and not r["te"] and not r["unpriced"]
              and r["bound"] != "host"]
     assert len(dense) >= 40
-    assert max(abs(r["error"]) for r in dense) <= 0.16
+    assert max(abs(r["error"]) for r in dense if r["name"] not in LOCAL_EXPERT_RANKS) <= 0.16
+    # call 31's 16-expert last stage, GPU-bound by the fit, whose head's GPU work runs beside its experts' host work
+    assert max(abs(r["error"]) for r in dense) <= 0.35
 
 
 def test_transformer_engine_runs_within_15_percent() -> None:
@@ -451,10 +465,12 @@ def test_transformer_engine_runs_within_15_percent() -> None:
                and r not in grouped) <= 0.31
 
 
-def test_moe_experts_priced_by_the_profiled_gemm_host_cost() -> None:
-    # moe4-top2-l8 never informed EXPERT_GEMM_HOST_S (measured on moe8-top2's profile): the out-of-sample check
-    row = next(r for r in VALIDATION["rows"] if r["name"] == "moe4-top2-l8")
-    assert abs(row["error"]) <= 0.15
+def test_local_experts_of_the_oldest_runs_under_the_measured_share() -> None:
+    # moe4-top2-l8 and moe8-top2 (local experts, the measurements/ host, 15 iterations) come out under the share
+    # call 34 measured on Megatron's SequentialMLP (host_time.LOCAL_EXPERT_SHARE), as they did at call 33's GEMM call
+    # alone: their host or their short runs' cold cuBLAS cache; Python's collector is not it (call 34)
+    rows = {r["name"]: r["error"] for r in VALIDATION["rows"]}
+    assert -0.40 < rows["moe8-top2"] < -0.10 and -0.25 < rows["moe4-top2-l8"] < 0.0
 
 
 def test_committed_fit_is_the_tools() -> None:
@@ -559,7 +575,12 @@ def test_every_kept_run_gets_the_bound_the_compiler_would_print() -> None:
     assert len(runs) == len(rows)
     for run in runs:
         fa, par = tool.inputs(run)  # type: ignore[attr-defined]
-        assert step_time(fa, par, GPUS["h200"], run.params).bound == rows[run.name], run.name
+        step = step_time(fa, par, GPUS["h200"], run.params)
+        if run.stage:  # a fake-process-group rank runs its own stage: that stage's pace, as plan.md's per-stage row
+            st = next(x for x in step.stages if x.stage == run.stage)
+            assert timing.pace(st.host_s + st.moe_host_s, st.gpu_s, False) == rows[run.name], run.name
+        else:
+            assert step.bound == rows[run.name], run.name
 
 
 def test_plan_shows_the_measured_spread_around_the_estimate() -> None:

@@ -386,8 +386,12 @@ HOST_FACTORS = tuple(round(0.4 + 0.01 * k, 2) for k in range(211))
 def host_group(run: Run) -> str | None:
     """The machine a run ran on, where the repository knows it and it says something about the host: a device call's
     runs shared one lent host (tests/fixtures/h200-hosts/callN); the older fixtures do not say which call each came
-    from, and a fake-process-group rank (GPU-bound compute) has nothing to calibrate a host by."""
-    return run.name.split("/")[0] if run.name.startswith("call") and not run.stage else None
+    from. A rank of a multi-GPU layout run with --fake-process-group (GPU-bound compute, which the factor barely moves:
+    fitted on them it swings to the ends of its range) is neither calibrated nor calibrates; a one-GPU run through the
+    same harness (world 1: nothing faked, a whole training run, calls 32 and 34's local experts) is a run like any."""
+    if not run.name.startswith("call") or (run.stage and run.args.get("world_size", "1") != "1"):
+        return None
+    return run.name.split("/")[0]
 
 
 def host_factor(items: list[tuple[Parts, float]], f: Fit) -> float:
