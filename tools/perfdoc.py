@@ -244,7 +244,7 @@ def fakepg_specs() -> list[Path]:
 
 def memory_rows() -> list[str]:
     """Each fake-process-group rank's `max allocated` against its stage's estimate: tests/fixtures/fakepg's layouts,
-    then the ranks device calls 26, 27, 31 and 32 ran alone (compiled for the device's image, without TE)."""
+    then the ranks device calls 26, 27, 31, 32 and 34 ran alone (compiled for the device's image, without TE)."""
     import fakepg
     from compiler.load.override import Override
     from compiler.megatron.stage_memory import stage_peaks
@@ -252,7 +252,7 @@ def memory_rows() -> list[str]:
 
     no_te = (Override(f"image.base={fakepg.NO_TE_IMAGE}"),)
     sets = [(fakepg.LOGS, fakepg_specs(), (), "")]
-    for call in ("call26", "call27", "call31", "call32"):  # the ranks run alone: the layouts each call ran (tests/e2e/<layout>.yaml)
+    for call in ("call26", "call27", "call31", "call32", "call34"):  # the ranks run alone: the layouts each call ran (tests/e2e/<layout>.yaml)
         logs = HOSTS / call / "fakepg"
         sets.append((logs, [REPO / "tests" / "e2e" / f"{d.name}.yaml" for d in sorted(logs.iterdir()) if d.is_dir()],
                      no_te, f"{call}/"))
@@ -512,7 +512,7 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "",
         f"tests/fixtures/fakepg: {len(fakepg_specs())} layouts of 2 to 16 GPUs, each run on one H200 as its first and its last",
         "pipeline stage (tools/fakepg.py), every rank at once (memory only); and `call26/...`, `call27/...`, `call31/...`,",
-        "`call32/...`, the ranks of device calls 26, 27, 31 and 32 run alone (tests/fixtures/h200-hosts, their specs tests/e2e/fpg-*.yaml compiled for the",
+        "`call32/...`, `call34/...`, the ranks of device calls 26, 27, 31, 32 and 34 run alone (tests/fixtures/h200-hosts, their specs tests/e2e/fpg-*.yaml compiled for the",
         "image the device ran: no TE), against the estimate committed before each call. Megatron's `max allocated` against",
         "compiler/megatron/stage_memory.py:",
         "",

@@ -120,6 +120,13 @@ def param_tensors(args: Any, model: Any, layers: int, first: bool, last: bool, u
 GPU_FORWARD_SHARE = 1 / 3
 
 
+def expert_wait(passes: float, gpu_s: float, host_speed: float) -> float:
+    """What a stage's local experts (SequentialMLP) keep the GPU waiting a micro batch: each of `passes` expert passes
+    takes its measured host time (LOCAL_EXPERT_SHARE of the profiled layer pass, at the host's speed) and
+    the token-count synchronisations leave nothing queued, so what it takes beyond its GPU time `gpu_s` is waited for."""
+    return passes * max(0.0, host_speed * LOCAL_EXPERT_SHARE * LAYER_PASS_S - gpu_s)
+
+
 def microbatch_seconds(gpu_s: float, host_s: float, nan_check: bool,
                        forward_share: float = MICROBATCH_FORWARD_SHARE) -> float:
     """One micro batch from its GPU and host time. With the NaN check, the loss function's isnan/isinf

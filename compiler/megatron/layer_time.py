@@ -23,7 +23,7 @@ share of the GEMM rate and cost per score timing.py passes in, fitted on the TE 
   and un-permutation of the routed tokens, every local expert one after another at its share of the
   tokens (balanced routing). The host synchronisations for the token counts (token_dispatcher.py:299
   .cpu(), :305 .item(), experts.py:1234 .tolist()) leave the GPU nothing queued: each expert's host
-  time beyond its GPU time is waited for. Megatron's local experts' host time is timing.py's to price
+  time beyond its GPU time is waited for. Megatron's local experts' host time is host_time.expert_wait's
   (host_time.LOCAL_EXPERT_SHARE of a layer pass, measured): StageWork carries the expert passes and
   each one's GPU seconds (`expert_passes`, `expert_gpu`); Transformer Engine's experts wait here
   (`moe_wait`: its SequentialMLP six GEMM calls at EXPERT_GEMM_HOST_S, its grouped GEMMs their fitted costs).

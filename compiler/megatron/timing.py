@@ -201,13 +201,6 @@ def stack_factor(par: Parallel, gpu: Gpu | None = None) -> tuple[float, bool]:
     return STACK_FACTOR.get(par.stack, 1.0), par.stack in STACK_FACTOR
 
 
-def expert_wait(passes: float, gpu_s: float, host_speed: float) -> float:
-    """What a stage's local experts (SequentialMLP) keep the GPU waiting a micro batch: each of `passes` expert passes
-    takes its measured host time (host_time.LOCAL_EXPERT_SHARE of the profiled layer pass, at the host's speed) and
-    the token-count synchronisations leave nothing queued, so what it takes beyond its GPU time `gpu_s` is waited for."""
-    return passes * max(0.0, host_speed * host_time.LOCAL_EXPERT_SHARE * host_time.LAYER_PASS_S - gpu_s)
-
-
 def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
               host_per_microbatch: float | None = None, host_per_iteration: float | None = None,
               stack: float | None = None, te_host_per_layer: float | None = None,
@@ -246,7 +239,7 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
         w = stage_work(args, par.model, par, layers, first, last)
         g = _scale(gpu, w, factor, par.precision == "fp8")
         host = (w.launches * launch + h_mb + h_layer * passes) * hf
-        moe_host = w.moe_wait * hf + expert_wait(w.expert_passes, w.expert_gpu, speed * hf)
+        moe_host = w.moe_wait * hf + host_time.expert_wait(w.expert_passes, w.expert_gpu, speed * hf)
         share = _scale(gpu, w._replace(attention=0, elementwise=0, grad_accumulation=0, head=0, embedding=0),
                        factor, par.precision == "fp8") / g if g else 0.0
         stages.append(StageTime(name, microbatch_seconds(g, host, _nan_check(par), forward_share) + moe_host, g, host, layers,
