@@ -132,7 +132,7 @@ def preregistered(result: dict[str, Any]) -> list[str]:
                    f"some gone NaN or zero: the table's notes): "
                    f"{', '.join(void)}")
     if missing:
-        out.append(f"  - written down and never run to an iteration (past its call's budget): {', '.join(missing)}")
+        out.append(f"  - written down and never run to an iteration (past its call's budget, or its call got no machine: tests/fixtures/h200-hosts/README.md says which): {', '.join(missing)}")
     return out
 
 
