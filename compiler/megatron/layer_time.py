@@ -29,8 +29,8 @@ share of the GEMM rate and cost per score timing.py passes in, fitted on the TE 
   (`moe_wait`: its SequentialMLP six GEMM calls at EXPERT_GEMM_HOST_S, its grouped GEMMs their fitted costs).
 
 Host: a layer pass, a micro batch and an iteration cost what the profiled runs measured
-(host_time.py, scaled by timing.HOST_SPEED); MoE's routing and local experts add their kernel launches
-(LAUNCHES_*, counts read from the source) at the measured launch cost.
+(host_time.py, scaled by timing.HOST_SPEED); MoE's routing adds its kernel launches (LAUNCHES_MOE_ROUTING,
+counted from the source) at the measured launch cost, a local expert its measured host time (host_time.expert_wait).
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ class StageWork(NamedTuple):
     moe: float  # routing, permutation and the experts' GEMMs
     head: float  # output layer, final norm, cross entropy (last stage)
     embedding: float  # first stage
-    launches: int  # MoE's kernel launches beyond the measured dense layer pass (routing, local experts)
+    launches: int  # MoE's routing launches beyond the measured dense layer pass (a local expert's host: expert_passes)
     moe_layers: int  # layers whose host waits for the GPU (token counts)
     recompute: float  # the forward repeated by recompute (in the terms above too)
     moe_wait: float = 0.0  # TE's expert calls' host time beyond their GPU time, waited for (all MoE layers)
@@ -379,8 +379,8 @@ def _moe(args: Any, par: Any, tokens: float, dt: str) -> tuple[float, float, int
     total = gemm + router + act + permute + sh_gemm + sh_act
     fwd = gemm_fwd + sh_fwd + (router + act + permute + sh_act) / 3
     # each expert's host time against its GPU time; what the host takes beyond the GPU is waited for, the
-    # token-count synchronisations leaving nothing queued. Megatron's local experts: timing.py prices each pass's
-    # host (host_time.LOCAL_EXPERT_SHARE); TE's SequentialMLP: its six GEMM calls at a shape cuBLAS has not planned;
+    # token-count synchronisations leaving nothing queued. Megatron's local experts: host_time.expert_wait prices each
+    # pass's host (LOCAL_EXPERT_SHARE); TE's SequentialMLP: its six GEMM calls at a shape cuBLAS has not planned;
     # TE's grouped experts: each expert's share of the GroupedLinear calls (GROUPED_EXPERT_GEMM_HOST_S), the
     # activation one pass over them all
     wait, passes = 0.0, 0.0

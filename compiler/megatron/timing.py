@@ -147,7 +147,7 @@ class StageTime(NamedTuple):
     gpu_s: float
     host_s: float
     layers: int
-    launch_s: float = 0.0  # MoE's kernel launches on the host (routing, local experts)
+    launch_s: float = 0.0  # MoE's routing launches on the host
     moe_host_s: float = 0.0  # the experts' host time beyond their GPU time (layer_time moe_wait, expert_wait), added
     gemm_share: float = 0.0  # of gpu_s, the dense GEMMs' (what FP8 speeds up)
     passes: float = 0.0  # layer passes the host runs (a recomputed forward its measured share of one)
