@@ -46,7 +46,7 @@ from compiler.megatron.layer_time import Model  # noqa: E402
 from compiler.megatron.pretrain import padded_vocab_size  # noqa: E402
 from compiler.megatron.schedule import bubble_fraction  # noqa: E402
 from compiler.megatron.data_loader import loader_seconds  # noqa: E402
-from compiler.megatron.timing import (FUSED_ATTENTION_SCORE_S, Parallel, iteration_tensors, microbatch_seconds, pace,  # noqa: E402
+from compiler.megatron.timing import (FUSED_ATTENTION_SCORE_S, Parallel, iteration_tensors, pace,  # noqa: E402
                                       step_time)
 from measurements import parse_args_dump  # noqa: E402
 
@@ -336,9 +336,10 @@ def _stages(p: Parts, f: Fit) -> list[tuple[float, float, float]]:
     beyond = f.te_mb if p.te else f.speed * host_time.MICROBATCH_S
     out = []
     for g, launch, moe, n, experts, expert_gpu in stages:
-        wait = moe * f.host + host_time.expert_wait(experts, expert_gpu, f.speed * f.host)
-        out.append((microbatch_seconds(g, (launch + beyond + layer * n) * f.host, p.nan_check, forward) + wait, g,
-                    (launch + beyond + layer * n) * f.host + wait))
+        host = (launch + beyond + layer * n) * f.host
+        micro, moe_host = host_time.stage_microbatch(g, host, p.nan_check, forward, moe * f.host, experts, expert_gpu,
+                                                     f.speed * f.host)
+        out.append((micro, g, host + moe_host))
     return out
 
 

@@ -65,6 +65,11 @@ PER_TENSOR_S = 1.84e-4  # per parameter tensor of the rank, without Apex or TE (
 # top-8 rows sit 5-14 % under the line; Python's automatic collector changed the slope by less than the rounds'
 # spread (1.31 against 1.25 ms: no term for --manual-gc off); the same input every step (every count planned) 0.99.
 LOCAL_EXPERT_SHARE = 0.336
+# Of it, the forward's (the host's time until the MoE block's forward returns, the token-count synchronisations
+# within it): the least-squares slope over the experts of the forward layer pass over that of the whole layer pass,
+# device call 35's bench (tests/fixtures/h200-hosts/call35/moe_host-bench.json: 0.271 against 0.718 ms an
+# expert), by the rule written down before it. The backward has no synchronisation: its share runs beside the GPU.
+LOCAL_EXPERT_FORWARD_SHARE = 0.377
 
 
 LAYER_FEATURES = {"rope": 0.353, "swiglu": 0.046, "gqa": 0.087, "rmsnorm": 0.006, "no-bias": -0.158, "qk-norm": 0.089}
@@ -120,24 +125,32 @@ def param_tensors(args: Any, model: Any, layers: int, first: bool, last: bool, u
 GPU_FORWARD_SHARE = 1 / 3
 
 
-def expert_wait(passes: float, gpu_s: float, host_speed: float) -> float:
-    """What a stage's local experts (SequentialMLP) keep the GPU waiting a micro batch: each of `passes` expert passes
-    takes its measured host time (LOCAL_EXPERT_SHARE of the profiled layer pass, at the host's speed) and
-    the token-count synchronisations leave nothing queued, so what it takes beyond its GPU time `gpu_s` is waited for."""
-    return passes * max(0.0, host_speed * LOCAL_EXPERT_SHARE * LAYER_PASS_S - gpu_s)
+def stage_microbatch(gpu_s: float, host_s: float, nan_check: bool, forward_share: float, te_wait: float,
+                     expert_passes: float, expert_gpu_s: float, host_speed: float) -> tuple[float, float]:
+    """(a stage's micro batch seconds, its experts' host seconds) from its GPU and host time (microbatch_seconds).
+    Each of `expert_passes` local expert passes (SequentialMLP) takes its measured host time, LOCAL_EXPERT_SHARE of
+    the profiled layer pass at the host's speed. Its forward share (LOCAL_EXPERT_FORWARD_SHARE) comes after the
+    token-count synchronisations, which leave nothing queued: what it takes beyond the expert's forward GPU time (a
+    third of `expert_gpu_s`) is waited for. Its backward has no synchronisation and joins the backward's host work
+    beside the GPU's. `te_wait`: Transformer Engine's experts' host time beyond their GPU time, waited for."""
+    expert = host_speed * LOCAL_EXPERT_SHARE * LAYER_PASS_S
+    forward = expert_passes * max(0.0, LOCAL_EXPERT_FORWARD_SHARE * expert - expert_gpu_s / 3)
+    backward = expert_passes * (1 - LOCAL_EXPERT_FORWARD_SHARE) * expert
+    micro = microbatch_seconds(gpu_s, host_s, nan_check, forward_share, backward) + te_wait + forward
+    return micro, te_wait + forward + backward
 
 
 def microbatch_seconds(gpu_s: float, host_s: float, nan_check: bool,
-                       forward_share: float = MICROBATCH_FORWARD_SHARE) -> float:
+                       forward_share: float = MICROBATCH_FORWARD_SHARE, backward_host_s: float = 0.0) -> float:
     """One micro batch from its GPU and host time. With the NaN check, the loss function's isnan/isinf
     (pretrain_gpt.py:151-165, rerun_state_machine.validate_result: a host sync) splits it: the host
     cannot launch the backward before the GPU has finished the forward, so forward and backward each
     take the longer of the two (the host's forward `forward_share` of its time); without it the host
-    runs ahead across both."""
+    runs ahead across both. `backward_host_s`: host work of the backward alone (the local experts')."""
     if not nan_check:
-        return max(gpu_s, host_s)
+        return max(gpu_s, host_s + backward_host_s)
     return (max(gpu_s * GPU_FORWARD_SHARE, host_s * forward_share)
-            + max(gpu_s * (1 - GPU_FORWARD_SHARE), host_s * (1 - forward_share)))
+            + max(gpu_s * (1 - GPU_FORWARD_SHARE), host_s * (1 - forward_share) + backward_host_s))
 
 
 # Megatron's warning where neither TE nor Apex imports (optimizer/__init__.py:25): torch's AdamW and the per-tensor

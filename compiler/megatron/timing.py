@@ -31,7 +31,7 @@ from ..tuples import NamedTuple
 from .comm_time import communication
 from .flops import flops_args, flops_split
 from . import host_time, rates
-from .host_time import iteration_tensors, layer_passes, microbatch_seconds
+from .host_time import iteration_tensors, layer_passes
 from .optimizer_time import optimizer_seconds
 from .packages import image_optimizer
 from .gpus import GPUS, MEASURED_GPU, Gpu, gpu_named, gpu_of_flavor
@@ -148,7 +148,7 @@ class StageTime(NamedTuple):
     host_s: float
     layers: int
     launch_s: float = 0.0  # MoE's routing launches on the host
-    moe_host_s: float = 0.0  # the experts' host time beyond their GPU time (layer_time moe_wait, expert_wait), added
+    moe_host_s: float = 0.0  # the experts' host time: TE's beyond their GPU time, the local experts' whole (stage_microbatch)
     gemm_share: float = 0.0  # of gpu_s, the dense GEMMs' (what FP8 speeds up)
     passes: float = 0.0  # layer passes the host runs (a recomputed forward its measured share of one)
     expert_passes: float = 0.0  # local expert passes a micro batch (layer_time StageWork; their wait is in moe_host_s)
@@ -239,10 +239,11 @@ def step_time(args: Any, par: Parallel, gpu: Gpu, params_per_rank: float,
         w = stage_work(args, par.model, par, layers, first, last)
         g = _scale(gpu, w, factor, par.precision == "fp8")
         host = (w.launches * launch + h_mb + h_layer * passes) * hf
-        moe_host = w.moe_wait * hf + host_time.expert_wait(w.expert_passes, w.expert_gpu, speed * hf)
+        micro, moe_host = host_time.stage_microbatch(g, host, _nan_check(par), forward_share, w.moe_wait * hf,
+                                                     w.expert_passes, w.expert_gpu, speed * hf)
         share = _scale(gpu, w._replace(attention=0, elementwise=0, grad_accumulation=0, head=0, embedding=0),
                        factor, par.precision == "fp8") / g if g else 0.0
-        stages.append(StageTime(name, microbatch_seconds(g, host, _nan_check(par), forward_share) + moe_host, g, host, layers,
+        stages.append(StageTime(name, micro, g, host, layers,
                                 w.launches * launch, moe_host, share, passes, w.expert_passes, w.expert_gpu))
         works.append(w)
     if host_per_iteration is not None:
