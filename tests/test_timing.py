@@ -274,10 +274,10 @@ def test_leave_one_out_holds_the_committed_worst_fold() -> None:
     # lent hosts that ran the same job up to 2.2x apart miss it (docs/performance-model.md,
     # tests/fixtures/h200-hosts)
     # call 22's host ran the tiny GPT with 8 layers in 100.7 ms where calls 6 and 11 took 198 and 175: its
-    # host-bound Llama-shaped run is the worst (+79 %), call 6's tiny runs the other way (-43 %)
+    # host-bound Llama-shaped run is the worst (+85 %), call 6's tiny runs the other way (-39 %)
     own = [r for r in VALIDATION["rows"] if not r["contended"]]
     assert len(own) >= 158
-    assert VALIDATION["worst"] <= 0.85
+    assert VALIDATION["worst"] <= 0.86
     assert sum(abs(r["error"]) <= 0.15 for r in own) >= 112
 
 
@@ -288,9 +288,10 @@ def test_host_calibrated_leave_one_out_holds_the_committed_figures() -> None:
     # micro batch and at 2 layers and 4 (call 6: +57 and -23 % calibrated) disagree on the split the profile
     # gave a layer pass and a micro batch
     own = [r for r in VALIDATION["rows"] if not r["contended"]]
-    # the worst, over every run and over the runs a host calibrated, is call 6's tiny GPT at 8 layers (+60 %)
-    assert VALIDATION["worst_calibrated"] <= 0.61
-    assert max(abs(r["calibrated_error"]) for r in own if r["calibrated_by"]) <= 0.61
+    # the worst, over every run and over the runs a host calibrated, is call 35's 48-expert job (+62 %: its call's three
+    # other runs ran under the model, it over), then call 6's tiny GPT at 8 layers (+60 %)
+    assert VALIDATION["worst_calibrated"] <= 0.62
+    assert max(abs(r["calibrated_error"]) for r in own if r["calibrated_by"]) <= 0.62
     assert sum(abs(r["calibrated_error"]) <= 0.15 for r in own) >= 119
     cal = [r for r in own if r["calibrated_by"]]
     assert len(cal) >= 116
@@ -305,29 +306,31 @@ def test_host_calibrated_leave_one_out_holds_the_committed_figures() -> None:
 def test_gpu_bound_runs_hold_the_committed_worst() -> None:
     # the committed figure of the runs the fit calls GPU-bound (docs/performance-model.md draws the line after
     # the errors were seen: a report, not the acceptance); of whole steps call6/mem-l4-ga4 on call 6's slow host is the
-    # worst; of every run a MoE rank whose GPU work the local experts' host work hides in part (LOCAL_EXPERT_RANKS)
+    # worst; of every run a one-GPU local-expert run (call 32's 16 experts, -20 %: LOCAL_EXPERT_RANKS)
     gpu = [r for r in VALIDATION["rows"] if not r["contended"] and not r["unpriced"] and r["bound"] == "GPU"]
     assert len(gpu) >= 44
     assert max(abs(r["error"]) for r in gpu if not r["stage"]) <= 0.16
     assert max(abs(r["error"]) for r in gpu if r["name"] not in LOCAL_EXPERT_RANKS) <= 0.16
-    assert max(abs(r["error"]) for r in gpu) <= 0.35
+    assert max(abs(r["error"]) for r in gpu) <= 0.21
 
 
-KEPT_RANKS = 34  # the counted fake-process-group ranks: call 29's 13, call 30's 7, call 31's 4, call 32's 4, call 34's 4, two one-stage
+KEPT_RANKS = 38  # the counted fake-process-group ranks: call 29's 13, call 30's 7, call 31's 4, calls 32, 34 and 35's 4 each, two one-stage
 # the fake-process-group ranks with a pipeline stage beside them that ran on the fake receive's unfilled buffer
 # (device calls 26 and 27) and those without one
 ONE_STAGE = {"call26/fpg-tp8-h8192/first", "call27/fpg-tp2-s8192/first"}
-# Megatron's local experts with small expert GEMMs (calls 31, 32 and 34): the model waits for each expert's host time,
-# measured on Megatron's SequentialMLP (host_time.LOCAL_EXPERT_SHARE, call 34), beyond its GPU time
+# Megatron's local experts with small expert GEMMs (calls 31, 32, 34 and 35): each expert's host time measured on
+# Megatron's SequentialMLP (host_time.LOCAL_EXPERT_SHARE, call 34), its forward's beyond its GPU time waited for, its
+# backward's beside the GPU (host_time.LOCAL_EXPERT_FORWARD_SHARE, call 35)
 LOCAL_EXPERT_RANKS = {"call31/fpg-moe16-pp4/first", "call31/fpg-moe16-pp4/last", "call32/fpg-moe-e8/first",
                       "call32/fpg-moe-e16/first", "call32/fpg-moe-e32/first", "call32/fpg-moe-e64/first",
                       "call34/fpg-moe-e32/first", "call34/fpg-moe-e32-autogc/first", "call34/fpg-moe-e60-qwen/first",
-                      "call34/fpg-moe-h1024-e16/first"}
+                      "call34/fpg-moe-h1024-e16/first", "call35/fpg-moe-e32/first", "call35/fpg-moe-e32-mb4/first",
+                      "call35/fpg-moe-e16-v256k/first", "call35/fpg-moe-e48-l8/first"}
 
 
 def test_ranks_of_multi_gpu_layouts_alone_hold_their_compute() -> None:
-    # device calls 26-32 (tests/fixtures/h200-hosts): the first and last stage's rank of fourteen TP/PP/VPP/DP/MoE
-    # layouts and four one-GPU local-expert runs, each run alone with --fake-process-group, priced as timing.fake_rank_seconds (no bubble, no
+    # device calls 26-35 (tests/fixtures/h200-hosts): the first and last stage's rank of fourteen TP/PP/VPP/DP/MoE
+    # layouts and twelve one-GPU local-expert runs, each run alone with --fake-process-group, priced as timing.fake_rank_seconds (no bubble, no
     # collectives). A pipelined rank of calls 26 and 27 computed on the fake receive's unfilled buffer (NaN, zeros or
     # finite garbage): shown, neither fitted nor counted; calls 29 and 30 reran them with the buffers filled
     ranks = [r for r in VALIDATION["rows"] if r["stage"]]
@@ -338,7 +341,7 @@ def test_ranks_of_multi_gpu_layouts_alone_hold_their_compute() -> None:
     assert all(r["contended"] for r in ranks if r["void"])  # contended rows are never fitted (fit_idx) or counted
     kept = [r for r in ranks if not r["void"]]
     assert {r["name"].split("/")[0] for r in kept if r["name"] not in ONE_STAGE} == {"call29", "call30", "call31", "call32",
-                                                                                     "call34"}
+                                                                                     "call34", "call35"}
     assert len(kept) >= KEPT_RANKS and not any(r["contended"] for r in kept)
     # dense: within 6 %; the Mixtral-shaped MoE (2048 tokens an expert, GPU-bound: the measured expert host time all
     # behind its GPU time) -12 and -5 %, where the profiled per-call figure's wait had put them within 4 %
@@ -347,16 +350,17 @@ def test_ranks_of_multi_gpu_layouts_alone_hold_their_compute() -> None:
     assert all(r["bound"] == "GPU" for r in held) and len(mixtral) == 2
     assert max(abs(r["error"]) for r in held if r not in mixtral) <= 0.06, [(r["name"], r["error"]) for r in held]
     assert max(abs(r["error"]) for r in mixtral) <= 0.13
-    # the local experts: call 32's host within 15 %, call 34's (which ran the same e32 job 20 % faster) 28-43 % over,
-    # its own host's factor bringing them within 8 %; call 31's 16-expert last stage 34 % over (its head's GPU work,
-    # which the model adds to the experts' wait)
+    # the local experts over three hosts whose benches put an expert's host cost 1.7x apart (calls 34 and 35): call 32's
+    # sweep 5-24 % under, call 34's within 19 %, call 35's 48-expert job 39 % over and its other three 10-13 % under;
+    # call 31's 16-expert first stage 25 % under, its last (with the head's GPU work beside the experts') within 4 %
     local = {r["name"]: r["error"] for r in kept if r["name"] in LOCAL_EXPERT_RANKS}
-    assert len(local) == 10 and all(-0.15 < e < 0.45 for e in local.values()), local
-    assert all(abs(e) < 0.15 for n, e in local.items() if n.startswith("call32"))
-    assert local["call32/fpg-moe-e8/first"] < local["call32/fpg-moe-e16/first"] < local["call32/fpg-moe-e32/first"] \
-        < local["call32/fpg-moe-e64/first"]
+    assert len(local) == 14 and all(-0.30 < e < 0.40 for e in local.values()), local
+    assert all(-0.25 < e < 0 for n, e in local.items() if n.startswith("call32"))
+    assert max(local, key=lambda n: local[n]) == "call35/fpg-moe-e48-l8/first"
+    assert abs(local["call31/fpg-moe16-pp4/last"]) < 0.04 and all(abs(e) < 0.19 for n, e in local.items()
+                                                                  if n.startswith("call34"))
     calibrated = {r["name"]: r["calibrated_error"] for r in kept if r["name"].startswith("call34/")}
-    assert len(calibrated) == 4 and all(abs(e) < 0.10 for e in calibrated.values()), calibrated
+    assert len(calibrated) == 4 and all(abs(e) < 0.18 for e in calibrated.values()), calibrated
     lo, hi = timing.MEASURED_SPREAD["host"]
     assert all(lo <= 1 / (1 + r["error"]) <= hi for r in kept if r["bound"] == "host")
     # whole-step figures only: the ranks are in neither MODEL_ERROR nor the spreads plan.md shows
@@ -442,8 +446,8 @@ def test_local_runs_but_the_host_bound_hold_the_committed_worst() -> None:
              and r["bound"] != "host"]
     assert len(dense) >= 40
     assert max(abs(r["error"]) for r in dense if r["name"] not in LOCAL_EXPERT_RANKS) <= 0.16
-    # call 31's 16-expert last stage, GPU-bound by the fit, whose head's GPU work runs beside its experts' host work
-    assert max(abs(r["error"]) for r in dense) <= 0.35
+    # call 32's 16-expert run, GPU-bound by the fit, 20 % under (its experts' backward host work priced beside the GPU)
+    assert max(abs(r["error"]) for r in dense) <= 0.21
 
 
 def test_transformer_engine_runs_within_15_percent() -> None:
@@ -468,9 +472,10 @@ def test_transformer_engine_runs_within_15_percent() -> None:
 def test_local_experts_of_the_oldest_runs_under_the_measured_share() -> None:
     # moe4-top2-l8 and moe8-top2 (local experts, the measurements/ host, 15 iterations) come out under the share
     # call 34 measured on Megatron's SequentialMLP (host_time.LOCAL_EXPERT_SHARE), as they did at call 33's GEMM call
-    # alone: their host or their short runs' cold cuBLAS cache; Python's collector is not it (call 34)
+    # alone: their host or their short runs' cold cuBLAS cache; Python's collector is not it (call 34). With the
+    # backward's expert host work beside the GPU (call 35) they come out further under (-40 and -19 %)
     rows = {r["name"]: r["error"] for r in VALIDATION["rows"]}
-    assert -0.40 < rows["moe8-top2"] < -0.10 and -0.25 < rows["moe4-top2-l8"] < 0.0
+    assert -0.45 < rows["moe8-top2"] < -0.10 and -0.25 < rows["moe4-top2-l8"] < 0.0
 
 
 def test_committed_fit_is_the_tools() -> None:

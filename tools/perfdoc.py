@@ -84,9 +84,10 @@ def measured_ms(result: dict[str, Any], name: str) -> float:
     return float(_row(result, name)["measured_ms"])
 
 
-def loo_error(result: dict[str, Any], name: str) -> str:
-    """A kept run's leave-one-out error, as the table prints it."""
-    return _pct(_row(result, name)["error"])
+def loo_error(result: dict[str, Any], name: str, key: str = "error") -> str:
+    """A kept run's leave-one-out error (key="calibrated_error": calibrated by its host's other runs), as the table
+    prints it."""
+    return _pct(_row(result, name)[key])
 
 
 HOSTS = REPO / "tests" / "fixtures" / "h200-hosts"
@@ -244,7 +245,7 @@ def fakepg_specs() -> list[Path]:
 
 def memory_rows() -> list[str]:
     """Each fake-process-group rank's `max allocated` against its stage's estimate: tests/fixtures/fakepg's layouts,
-    then the ranks device calls 26, 27, 31, 32 and 34 ran alone (compiled for the device's image, without TE)."""
+    then the ranks device calls 26, 27, 31, 32, 34 and 35 ran alone (compiled for the device's image, without TE)."""
     import fakepg
     from compiler.load.override import Override
     from compiler.megatron.stage_memory import stage_peaks
@@ -252,7 +253,7 @@ def memory_rows() -> list[str]:
 
     no_te = (Override(f"image.base={fakepg.NO_TE_IMAGE}"),)
     sets = [(fakepg.LOGS, fakepg_specs(), (), "")]
-    for call in ("call26", "call27", "call31", "call32", "call34"):  # the ranks run alone: the layouts each call ran (tests/e2e/<layout>.yaml)
+    for call in ("call26", "call27", "call31", "call32", "call34", "call35"):  # the ranks run alone: the layouts each call ran (tests/e2e/<layout>.yaml)
         logs = HOSTS / call / "fakepg"
         sets.append((logs, [REPO / "tests" / "e2e" / f"{d.name}.yaml" for d in sorted(logs.iterdir()) if d.is_dir()],
                      no_te, f"{call}/"))
@@ -360,12 +361,15 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "the tokens, the shared experts on every token; the token-count syncs (.cpu(), .item(), .tolist()) leave the "
         "GPU nothing queued, so the experts' host time beyond their GPU time is added: a local expert (Megatron's "
         f"SequentialMLP) {host_time.LOCAL_EXPERT_SHARE:.3f} of a layer pass at the host's speed (host_time."
-        "LOCAL_EXPERT_SHARE); TE's SequentialMLP six GEMM calls at EXPERT_GEMM_HOST_S a token count cuBLAS has not "
+        f"LOCAL_EXPERT_SHARE), of which the forward's {host_time.LOCAL_EXPERT_FORWARD_SHARE:.3f} beyond the expert's "
+        "forward GPU time is waited for and the backward's, which has no synchronisation, joins the backward's host "
+        "work beside the GPU's (host_time.stage_microbatch); TE's SequentialMLP six GEMM calls at EXPERT_GEMM_HOST_S a token count cuBLAS has not "
         "planned; TE's grouped experts "
         f"(--moe-grouped-gemm) {layer_time.GROUPED_MOE_LAYER_HOST_S * 1e3:.1f} ms a MoE layer and micro batch and "
         f"{layer_time.GROUPED_EXPERT_GEMM_HOST_S * 1e6:.0f} us an expert GEMM | counted + measured rates; "
         "LOCAL_EXPERT_SHARE measured on Megatron's own MoE layer in its DDP, 8 to 64 experts with changing token counts, "
-        "against the GPT layer pass of the same rounds (tools/moe_host_bench.py, tests/fixtures/h200-hosts/call34); "
+        "against the GPT layer pass of the same rounds (tools/moe_host_bench.py, tests/fixtures/h200-hosts/call34), "
+        "its forward share by the same bench timing the forward apart (call 35); "
         "EXPERT_GEMM_HOST_S measured in a torch-profiler trace of moe8-top2 (tools/trace_summary.py, "
         "tests/fixtures/measurements/profiles); the grouped experts' two fitted on the top-8 sweep of device calls 15 "
         "and 16, named before call 16 (tools/grouped_experts_fit.py; held out and pre-registered runs in the table) |",
@@ -512,7 +516,7 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "",
         f"tests/fixtures/fakepg: {len(fakepg_specs())} layouts of 2 to 16 GPUs, each run on one H200 as its first and its last",
         "pipeline stage (tools/fakepg.py), every rank at once (memory only); and `call26/...`, `call27/...`, `call31/...`,",
-        "`call32/...`, `call34/...`, the ranks of device calls 26, 27, 31, 32 and 34 run alone (tests/fixtures/h200-hosts, their specs tests/e2e/fpg-*.yaml compiled for the",
+        "`call32/...`, `call34/...`, `call35/...`, the ranks of device calls 26, 27, 31, 32, 34 and 35 run alone (tests/fixtures/h200-hosts, their specs tests/e2e/fpg-*.yaml compiled for the",
         "image the device ran: no TE), against the estimate committed before each call. Megatron's `max allocated` against",
         "compiler/megatron/stage_memory.py:",
         "",
@@ -546,15 +550,24 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "  call 34's four runs held out for it (e32 with and without --manual-gc, a Qwen1.5-MoE-shaped block of 60 experts,",
         f"  h1024 at 16) {loo_error(result, 'call34/fpg-moe-e32/first')}, {loo_error(result, 'call34/fpg-moe-e32-autogc/first')}, "
         f"{loo_error(result, 'call34/fpg-moe-e60-qwen/first')} and {loo_error(result, 'call34/fpg-moe-h1024-e16/first')}: "
-        "that host ran the e32 job 20 % faster than call 32's,",
-        "  and calibrated by its own other runs they come within 8 %. Python's collector is not the difference (the job",
+        "that host ran the e32 job 20 % faster than call 32's;",
+        "  calibrated by its own other runs "
+        f"{', '.join(loo_error(result, 'call34/' + n + '/first', 'calibrated_error') for n in ('fpg-moe-e32', 'fpg-moe-e32-autogc', 'fpg-moe-e60-qwen', 'fpg-moe-h1024-e16'))}. Python's collector is not the difference (the job",
         "  without --manual-gc ran 3 % faster on that host; the bench's slope moved within its rounds' spread). The oldest",
         f"  runs stay under: moe8-top2 {loo_error(result, 'moe8-top2')} and moe4-top2-l8 {loo_error(result, 'moe4-top2-l8')} "
         "(15 iterations: their medians include the first ones, when the cuBLAS cache is cold: 267 ms at moe8-top2's "
         "iteration 4,",
-        "  119-143 from iteration 11). The model waits for an expert's whole host time beyond its GPU time; only the",
-        "  forward has the token-count synchronisations, so the backward's expert host work can run beside queued GPU",
-        "  work: call 31's 16-expert ranks, the last stage with the head's GPU work on top of the first's, ran faster than",
+        "  119-143 from iteration 11). Only the forward has the token-count synchronisations, so the backward's expert",
+        "  host work can run beside queued GPU work (call 35, host_time.LOCAL_EXPERT_FORWARD_SHARE, by a rule written",
+        "  down before its bench ran; before it the model waited for an expert's whole host time beyond its GPU time):",
+        "  its four runs held out (e32 again, e32 at micro batch 4, e16 with a 256000-token head, 48 experts at 8",
+        f"  layers) {loo_error(result, 'call35/fpg-moe-e32/first')}, {loo_error(result, 'call35/fpg-moe-e32-mb4/first')}, "
+        f"{loo_error(result, 'call35/fpg-moe-e16-v256k/first')} and {loo_error(result, 'call35/fpg-moe-e48-l8/first')} "
+        "(+19.6, +9.9, +7.7 and +53.6 % by the",
+        "  model before the bench): the two GPU-bound jobs overshot to under, and the bench's own repeat of call 34's",
+        "  figure came out at 0.55x it on that host (0.186 of a GPT layer pass against 0.336), so what a local expert",
+        "  costs the host differs between lent hosts by more than the calls' other runs scale together. Before call 35,",
+        "  call 31's 16-expert ranks, the last stage with the head's GPU work on top of the first's, ran faster than",
         f"  the first ({loo_error(result, 'call31/fpg-moe16-pp4/first')} and {loo_error(result, 'call31/fpg-moe16-pp4/last')}), "
         "and the Mixtral-shaped ranks, 8 experts of 2048 tokens,",
         f"  GPU-bound, {loo_error(result, 'call31/fpg-moe-pp2-dp4/first')} and {loo_error(result, 'call31/fpg-moe-pp2-dp4/last')}. "
