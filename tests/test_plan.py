@@ -49,3 +49,14 @@ def test_a_term_that_costs_nothing_is_not_called_unmeasured():
     rows = {line.split("|")[1].strip(): line for line in plan.splitlines() if line.startswith("| ")}
     assert "0.0 ms: no context parallelism" in rows["cp"]
     assert "[not measured]" in rows["tp"]
+
+
+@pytest.mark.parametrize(("stem", "experts"), [("qwen3-30b-a3b", True), ("gpt-7b", False)])
+def test_a_stage_row_shows_the_experts_host_time_where_there_is_one(stem, experts):
+    """plan.md's per-stage row carries the experts' host time (timing.StageTime.moe_host_s), the largest host term of
+    a MoE plan, beside its GPU and host figures; a dense plan has none to show."""
+    result = compile_spec(str(REPO / "specs" / f"{stem}.yaml"), f"specs/{stem}.yaml")
+    stage = result.facts.step_time.stages[0]
+    row = next(line for line in result.files["plan.md"].splitlines() if line.startswith("| first stage"))
+    assert (f"experts' host {stage.moe_host_s * 1e3:,.1f})" in row) is experts
+    assert (stage.moe_host_s > 0) is experts and f"GPU {stage.gpu_s * 1e3:,.1f}, host {stage.host_s * 1e3:,.1f}" in row

@@ -225,8 +225,9 @@ def stage_section(pretrain: PretrainPlan) -> tuple[ReportSection, ...]:
                 f"activations {peak.activations_mb / 1024:,.2f} at {peak.at})")
         stage = times.get(peak.stage)
         if stage is not None:
+            experts = f", experts' host {stage.moe_host_s * 1e3:,.1f}" if stage.moe_host_s else ""
             text += (f"; a micro batch {stage.microbatch_s * 1e3:,.1f} ms (GPU {stage.gpu_s * 1e3:,.1f}, "
-                     f"host {stage.host_s * 1e3:,.1f}) over {stage.layers} layers")
+                     f"host {stage.host_s * 1e3:,.1f}{experts}) over {stage.layers} layers")
         rows.append((f"{peak.stage} stage (rank {peak.rank})", text))
     return (ReportSection("Pipeline stages (estimate)", tuple(rows)),) if rows else ()
 
