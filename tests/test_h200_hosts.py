@@ -423,3 +423,25 @@ def test_call35_runs_table_is_the_logs_against_both_figures_written_down() -> No
     under = {n: 1 - measured[n] / before[n] for n in ("fpg-moe-e32-mb4/first", "fpg-moe-e16-v256k/first",
                                                       "fpg-moe-e48-l8/first")}
     assert under["fpg-moe-e48-l8/first"] > 0.10 and all(0.05 < u < 0.10 for n, u in under.items() if "e48" not in n)
+
+
+def test_call36_table_is_the_traces_summaries_against_the_model() -> None:
+    """Device call 36: each profiled step's GPU busy time (tools/trace_summary.py on the device, trace-summary.md) against
+    the model's GPU time a step as the README gives it (its micro batches' GPU time and the optimizer's, recomputed
+    here), and the reading written down before the call: fpg-moe-e32-mb4 between 1.05 and 1.10x, so both sides."""
+    from compiler.load.override import Override
+    from compiler.one_pass import compile_spec
+
+    readme = (HOSTS / "README.md").read_text()
+    ratio = {}
+    for name in ("fpg-moe-e32-mb4", "fpg-moe-e32", "fpg-moe-e48-l8"):
+        summary = (HOSTS / "call36" / "experiments" / name / "trace-summary.md").read_text()
+        busy = float(next(line for line in summary.splitlines() if line.startswith("| ProfilerStep#10")).split("|")[3])
+        spec = str(REPO / "tests" / "e2e" / f"{name}.yaml")
+        step = compile_spec(spec, spec, overrides=(Override("image.base=docker.io/library/python:3.11"),),
+                            render_files=False).facts.step_time
+        micro = step.stages[0].gpu_s * 2  # two micro batches a step, one stage
+        model = (micro + step.term("optimizer").seconds) * 1e3
+        ratio[name] = busy / model
+        assert f"| {name} | {model:.1f} | {busy:.1f} | {busy / model:.3f} |" in readme
+    assert 1.05 < ratio["fpg-moe-e32-mb4"] < 1.10 and ratio["fpg-moe-e48-l8"] < ratio["fpg-moe-e32"] < 1.10
