@@ -130,11 +130,11 @@ def stage_microbatch(gpu_s: float, host_s: float, nan_check: bool, forward_share
     """(a stage's micro batch seconds, its experts' host seconds) from its GPU and host time (microbatch_seconds).
     Each of `expert_passes` local expert passes (SequentialMLP) takes its measured host time, LOCAL_EXPERT_SHARE of
     the profiled layer pass at the host's speed. Its forward share (LOCAL_EXPERT_FORWARD_SHARE) comes after the
-    token-count synchronisations, which leave nothing queued: what it takes beyond the expert's forward GPU time (a
-    third of `expert_gpu_s`) is waited for. Its backward has no synchronisation and joins the backward's host work
-    beside the GPU's. `te_wait`: Transformer Engine's experts' host time beyond their GPU time, waited for."""
+    token-count synchronisations, which leave nothing queued: what it takes beyond the expert's forward GPU time
+    (GPU_FORWARD_SHARE of `expert_gpu_s`) is waited for. Its backward has no synchronisation and joins the backward's
+    host work beside the GPU's. `te_wait`: Transformer Engine's experts' host time beyond their GPU time, waited for."""
     expert = host_speed * LOCAL_EXPERT_SHARE * LAYER_PASS_S
-    forward = expert_passes * max(0.0, LOCAL_EXPERT_FORWARD_SHARE * expert - expert_gpu_s / 3)
+    forward = expert_passes * max(0.0, LOCAL_EXPERT_FORWARD_SHARE * expert - expert_gpu_s * GPU_FORWARD_SHARE)
     backward = expert_passes * (1 - LOCAL_EXPERT_FORWARD_SHARE) * expert
     micro = microbatch_seconds(gpu_s, host_s, nan_check, forward_share, backward) + te_wait + forward
     return micro, te_wait + forward + backward
