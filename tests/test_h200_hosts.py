@@ -320,6 +320,17 @@ def test_grouped_experts_host_costs_are_the_designated_runs_fit() -> None:
     assert -0.35 < errors["te-moe8-top2"] < -0.30
 
 
+def _expert_slope(values: list[float], experts: tuple[int, ...] = (8, 16, 32, 64)) -> float:
+    """The least-squares slope over the experts of tools/moe_host_bench.py's top-2 figures (seconds an expert)."""
+    mx, my = sum(experts) / len(experts), sum(values) / len(values)
+    return sum((x - mx) * (y - my) for x, y in zip(experts, values)) / sum((x - mx) ** 2 for x in experts)
+
+
+def _fresh(rows: dict[str, dict], key: str, experts: tuple[int, ...] = (8, 16, 32, 64)) -> list[float]:
+    """A `fresh` top-2 figure of the bench by expert count."""
+    return [rows[f"e{e}-top2 fresh"][key] for e in experts]
+
+
 def test_call34_local_expert_share_is_the_bench_by_the_rule_written_down_before() -> None:
     """Device call 34: tools/moe_host_bench.py's `fresh` layer passes at top 2 (8 to 64 experts), their least-squares
     slope over the experts against the GPT layer pass of the same rounds, is host_time.LOCAL_EXPERT_SHARE (rule 1 and
@@ -329,17 +340,12 @@ def test_call34_local_expert_share_is_the_bench_by_the_rule_written_down_before(
 
     rows = {r["config"]: r for r in json.loads((HOSTS / "call34" / "moe_host-bench.json").read_text())["rows"]}
     experts = (8, 16, 32, 64)
-
-    def slope(values: list[float]) -> float:
-        mx, my = sum(experts) / 4, sum(values) / 4
-        return sum((x - mx) * (y - my) for x, y in zip(experts, values)) / sum((x - mx) ** 2 for x in experts)
-
-    b = slope([rows[f"e{e}-top2 fresh"]["layer_pass_s"] for e in experts])
+    b = _expert_slope(_fresh(rows, "layer_pass_s"))
     assert host_time.LOCAL_EXPERT_SHARE == pytest.approx(b / rows["gpt"]["layer_pass_s"], abs=5e-4)
-    per_round = {mode: sorted(slope([rows[f"e{e}-top2 {mode}"]["per_round_s"][r] for e in experts])
+    per_round = {mode: sorted(_expert_slope([rows[f"e{e}-top2 {mode}"]["per_round_s"][r] for e in experts])
                               for r in range(rows["gpt"]["rounds"])) for mode in ("fresh", "fresh+gc")}
     q = {mode: statistics.quantiles(v, n=4) for mode, v in per_round.items()}
-    gc_b = slope([rows[f"e{e}-top2 fresh+gc"]["layer_pass_s"] for e in experts])
+    gc_b = _expert_slope([rows[f"e{e}-top2 fresh+gc"]["layer_pass_s"] for e in experts])
     assert q["fresh"][0] < gc_b < q["fresh"][2] and q["fresh+gc"][0] < b < q["fresh+gc"][2]
 
 
@@ -367,13 +373,6 @@ def test_call34_runs_table_is_the_logs_against_both_figures_written_down() -> No
     assert "--manual-gc" not in (HOSTS / "call34" / "fakepg" / "fpg-moe-e32-autogc" / "first-rank0.log").read_text().split("\n", 1)[0]
 
 
-def _expert_slope(rows: dict[str, dict], key: str, experts: tuple[int, ...] = (8, 16, 32, 64)) -> float:
-    """The least-squares slope over the experts of a `fresh` top-2 figure of tools/moe_host_bench.py (seconds an expert)."""
-    values = [rows[f"e{e}-top2 fresh"][key] for e in experts]
-    mx, my = sum(experts) / len(experts), sum(values) / len(values)
-    return sum((x - mx) * (y - my) for x, y in zip(experts, values)) / sum((x - mx) ** 2 for x in experts)
-
-
 def test_call35_forward_share_is_the_bench_by_the_rule_written_down_before() -> None:
     """Device call 35: the forward's slope over the experts over the whole layer pass's, both of its bench, is
     host_time.LOCAL_EXPERT_FORWARD_SHARE (rule 1 of the README, committed before the call). The bench's repeat of call
@@ -384,16 +383,15 @@ def test_call35_forward_share_is_the_bench_by_the_rule_written_down_before() -> 
     bench = {c: {r["config"]: r for r in json.loads((HOSTS / c / "moe_host-bench.json").read_text())["rows"]}
              for c in ("call34", "call35")}
     rows = bench["call35"]
-    whole, forward = _expert_slope(rows, "layer_pass_s"), _expert_slope(rows, "forward_s")
+    whole, forward = _expert_slope(_fresh(rows, "layer_pass_s")), _expert_slope(_fresh(rows, "forward_s"))
     assert host_time.LOCAL_EXPERT_FORWARD_SHARE == pytest.approx(forward / whole, abs=5e-4)
     assert 0 < forward < whole
     repeat = whole / rows["gpt"]["layer_pass_s"]
     assert repeat == pytest.approx(0.186, abs=5e-4) and host_time.LOCAL_EXPERT_SHARE == pytest.approx(
-        _expert_slope(bench["call34"], "layer_pass_s") / bench["call34"]["gpt"]["layer_pass_s"], abs=5e-4)
+        _expert_slope(_fresh(bench["call34"], "layer_pass_s")) / bench["call34"]["gpt"]["layer_pass_s"], abs=5e-4)
 
     def round_slopes(b: dict[str, dict]) -> list[float]:
-        return [_expert_slope({k: {"v": r["per_round_s"][i]} for k, r in b.items() if "fresh" in k}, "v")
-                for i in range(b["gpt"]["rounds"])]
+        return [_expert_slope([v[i] for v in _fresh(b, "per_round_s")]) for i in range(b["gpt"]["rounds"])]
 
     q34, q35 = (statistics.quantiles(round_slopes(bench[c]), n=4) for c in ("call34", "call35"))
     assert q35[2] < q34[0]  # the two hosts' per-round slopes' quartiles do not overlap

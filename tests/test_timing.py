@@ -350,9 +350,10 @@ def test_ranks_of_multi_gpu_layouts_alone_hold_their_compute() -> None:
     assert all(r["bound"] == "GPU" for r in held) and len(mixtral) == 2
     assert max(abs(r["error"]) for r in held if r not in mixtral) <= 0.06, [(r["name"], r["error"]) for r in held]
     assert max(abs(r["error"]) for r in mixtral) <= 0.13
-    # the local experts over three hosts whose benches put an expert's host cost 1.7x apart (calls 34 and 35): call 32's
-    # sweep 5-24 % under, call 34's within 19 %, call 35's 48-expert job 39 % over and its other three 10-13 % under;
-    # call 31's 16-expert first stage 25 % under, its last (with the head's GPU work beside the experts') within 4 %
+    # the local experts over four lent hosts, two of whose benches put an expert's host cost 1.7x apart (calls 34 and
+    # 35): call 32's sweep 5-24 % under, call 34's within 19 %, call 35's 48-expert job 39 % over and its other three
+    # 10-13 % under; call 31's 16-expert first stage 25 % under, its last (with the head's GPU work beside the
+    # experts') within 4 %
     local = {r["name"]: r["error"] for r in kept if r["name"] in LOCAL_EXPERT_RANKS}
     assert len(local) == 14 and all(-0.30 < e < 0.40 for e in local.values()), local
     assert all(-0.25 < e < 0 for n, e in local.items() if n.startswith("call32"))
