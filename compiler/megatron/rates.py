@@ -8,7 +8,9 @@ gradient dyᵀ·x) and dtype; outside the grid the nearest edge's rate (FLOP/s) 
 bandwidth-bound op costs its elements times the per-element time measured at 2^28 elements (forward
 and backward together). data/embedding-h200.json is the word embedding's forward and backward
 (tools/embedding_bench.py, device call 31: tests/fixtures/h200-hosts/call31/embedding-bench.json), interpolated
-the same way. Nothing here is fitted.
+the same way. data/expert-activation-h200.json is a local expert's activation path between its two GEMMs
+(tools/expert_act_bench.py, device call 37: tests/fixtures/h200-hosts/call37/expert_act-bench.json), interpolated
+the same way over the tokens an expert receives and its FFN. Nothing here is fitted.
 """
 
 from __future__ import annotations
@@ -96,6 +98,24 @@ def embedding_seconds(tokens: float, hidden: float, rows: float, tp: int = 1) ->
     outside the rank's shard masked and their rows zeroed); measured at TP 1, 2 and 8, interpolated between."""
     axes, values = _embedding_grid()
     return tokens * hidden * math.exp(_interpolate(axes, values, (tokens, hidden, rows, tp)))
+
+
+@lru_cache(maxsize=None)
+def _expert_activation_grid(glu: bool) -> tuple[tuple[tuple[int, ...], ...], dict[tuple[int, ...], float]]:
+    rows = [r for r in json.loads((DATA / "expert-activation-h200.json").read_text())["rows"]
+            if r["kind"] == "activation" and r["glu"] == glu and r["gpu_seconds"]]
+    axes = (tuple(sorted({r["tokens"] for r in rows})), tuple(sorted({r["ffn"] for r in rows})))
+    # log of the time per output element (tokens x ffn): outside the grid the nearest edge's rate
+    return axes, {(r["tokens"], r["ffn"]): math.log(r["gpu_seconds"] / (r["tokens"] * r["ffn"])) for r in rows}
+
+
+def expert_activation_seconds(tokens: float, ffn: float, glu: bool) -> float:
+    """The GPU's time of one expert's activation path in Megatron's MLP without the bias-activation fusion, forward
+    and backward, on `tokens` rows of an FFN of `ffn` on the rank (mlp.py: SwiGLU's chunk, silu, the offset's add and
+    product, or GeLU; the router's per-token scale and its cast back): measured over 256-16384 tokens x 512-14336,
+    interpolated between."""
+    axes, values = _expert_activation_grid(glu)
+    return tokens * ffn * math.exp(_interpolate(axes, values, (tokens, ffn)))
 
 
 def linear_seconds(tokens: float, out_features: float, in_features: float, dtype: str = "bf16") -> float:
