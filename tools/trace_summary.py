@@ -3,6 +3,7 @@
 
     python tools/trace_summary.py TRACE.json[.gz] [--top 30]
     python tools/trace_summary.py TRACE.json[.gz] --phases   # the host's time by micro batch, layer, iteration
+    python tools/trace_summary.py TRACE.json[.gz] --ops      # the GPU's time by the op that launched each kernel
 
 Megatron writes the trace with `--profile --use-pytorch-profiler --profile-step-start A
 --profile-step-end B --tensorboard-dir D` to D/../torch_profile/rank-0.json.gz
@@ -10,13 +11,17 @@ Megatron writes the trace with `--profile --use-pytorch-profiler --profile-step-
 the GPU was busy (the union of kernel, memcpy and memset intervals), the kernels and host launches it
 issued, the host time spent waiting in synchronising calls, and the GPU's idle time split by what the
 host was doing (waiting on a sync, or launching: the host-bound share). Then the kernels and CPU ops
-with the most time. The profiler slows the host (a few microseconds an op): kernel counts and GPU
+with the most time. `--ops` (device call 37) groups the kernels' time by what launched each one: the launch that
+carries its correlation id, and the CPU ops open on that thread around it, outermost autograd function or
+module-level op first (`autograd::engine::evaluate_function: MulBackward0`, `aten::scatter_add_`), the innermost
+aten op, then the kernel. The profiler slows the host (a few microseconds an op): kernel counts and GPU
 times are exact, host times are upper bounds.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import gzip
 import json
 import sys
@@ -134,6 +139,50 @@ def kernel_ms(events: list[dict[str, Any]], *parts: str) -> float:
     return total / len(steps) / 1e3
 
 
+def launched_by(events: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[float]]:
+    """The profiled steps' GPU work, [count, ms a step], keyed by (the outermost CPU op open around its launch that
+    is an autograd function or not an aten op, the innermost aten op, the kernel's name)."""
+    steps = profiler_steps(events)
+    lo = steps[0]["ts"] if steps else min(e["ts"] for e in events)
+    hi = (steps[-1]["ts"] + steps[-1]["dur"]) if steps else max(e["ts"] + e["dur"] for e in events)
+    launch = {e["args"].get("correlation"): e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")}
+    ops: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
+    for e in events:
+        if e.get("cat") in ("cpu_op", "user_annotation") and not str(e["name"]).startswith("ProfilerStep#"):
+            ops[(e["pid"], e["tid"])].append(e)
+    starts = {}
+    for key, xs in ops.items():
+        xs.sort(key=lambda e: e["ts"])
+        starts[key] = [e["ts"] for e in xs]
+    out: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0, 0.0])
+    n = max(1, len(steps))
+    for g in events:
+        if g.get("cat") not in GPU_CATS or not lo <= g["ts"] < hi:
+            continue
+        r = launch.get(g["args"].get("correlation"))
+        around: list[str] = []
+        if r is not None:
+            thread = (r["pid"], r["tid"])
+            xs = ops.get(thread, [])
+            # ops that started before the launch and end after it (a launch sits inside its op's span)
+            i = bisect.bisect_right(starts.get(thread, []), r["ts"])
+            around = [e["name"] for e in xs[max(0, i - 5000):i] if e["ts"] + e["dur"] >= r["ts"] + r["dur"]]
+        outer = [a for a in around if a.startswith("autograd::") or not a.startswith("aten::")]
+        inner = [a for a in around if a.startswith("aten::")]
+        key = ((outer or around or ["-"])[0][:70], (inner or ["-"])[-1], str(g["name"])[:70])
+        out[key][0] += 1 / n
+        out[key][1] += g["dur"] / n / 1e3
+    return out
+
+
+def ops_text(events: list[dict[str, Any]], top: int = 30) -> str:
+    rows = sorted(launched_by(events).items(), key=lambda kv: -kv[1][1])
+    lines = ["| launched by | aten op | kernel | count | ms |", "|---|---|---|---:|---:|"]
+    for (outer, inner, kernel), (c, ms) in rows[:top]:
+        lines.append(f"| {outer.replace('|', '/')} | {inner} | {kernel.replace('|', '/')} | {c:g} | {ms:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
 def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else float("nan")
 
@@ -206,11 +255,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("trace", type=Path)
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--phases", action="store_true", help="the host's time by micro batch, layer and iteration")
+    p.add_argument("--ops", action="store_true", help="the GPU's time by the op that launched each kernel")
     p.add_argument("--linears-per-layer", type=int, default=4,
                    help="Megatron Linear calls a layer makes (4 dense; 2 + 2 x local experts with MoE)")
     ns = p.parse_args(argv)
     events = load(ns.trace)
-    sys.stdout.write(phases_text(events, ns.linears_per_layer) if ns.phases else summarise(events, ns.top))
+    sys.stdout.write(phases_text(events, ns.linears_per_layer) if ns.phases else ops_text(events, ns.top) if ns.ops
+                     else summarise(events, ns.top))
     return 0
 
 
