@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""The host's time of local experts' GEMM calls at new and at seen token counts, in a training-like loop (issue 26,
+device call 39).
+
+Call 38's profiled steps put the GPU within 1-5 % of the model's GPU time in three local-expert jobs and the rest of
+their gap on the host; in all six profiled local-expert steps (calls 36 and 38) the host's aten::mm calls are two
+kinds, about 15-50 us and 250-330 us (profiled), and the slow kind's share grows with the tokens an expert receives:
+10 % of the calls at 341 tokens, 64 % at 2048-4096, 82 % at 8192. Call 33's bench (tools/expert_gemm_bench.py) timed
+a GEMM call at a token count new to cuBLAS at 77-138 us and at a seen one at 13-18 us, one shape at a time, counts in
+sequence, the GPU mostly idle. This bench times the calls as SequentialMLP makes them, without a profiler: per step,
+for each of L layers and E experts, a token count drawn around n (n + a normal of variance n, as balanced routing of
+T x k tokens over E experts gives), and the expert's six GEMMs at its shapes (fc1 forward x W1^T, fc2 forward,
+then fc2's and fc1's data and weight gradients), bf16 torch.matmul, the GPU working through them as it does in a
+run; time.perf_counter around each call. Each call is `new` when its (GEMM, token count) has not been called before in
+the process, else `seen`. Per configuration: the median and quartiles of each kind's host time a call, the share of
+new calls by step, and the steps' host time.
+
+    python3 tools/expert_plan_bench.py OUT.json   # on the GPU machine; torch only
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from head_bench import record, write_rows  # noqa: E402
+
+# (hidden, expert FFN, tokens an expert n, experts E, layers L): calls 35-37's local-expert jobs' shapes
+CONFIGS = ((1536, 1024, 341, 48, 8), (2048, 1536, 1024, 32, 4), (2048, 1536, 2048, 32, 4), (2048, 4096, 4096, 8, 4),
+           (1024, 1024, 8192, 16, 4))
+STEPS = 20  # micro batches: 10 iterations of 2
+
+
+def main(out_path: str) -> int:
+    dev, bf16 = torch.device("cuda"), torch.bfloat16
+    rng = random.Random(39)
+    rows = []
+    for h, f, n, experts, layers in CONFIGS:
+        top = int(n + 6 * n ** 0.5) + 8
+        x = torch.randn(top, h, device=dev, dtype=bf16)
+        a = torch.randn(top, 2 * f, device=dev, dtype=bf16)  # fc1's output (SwiGLU: 2f)
+        y = torch.randn(top, f, device=dev, dtype=bf16)  # the activation's output
+        dz = torch.randn(top, h, device=dev, dtype=bf16)  # fc2's output gradient
+        w1 = torch.randn(2 * f, h, device=dev, dtype=bf16)
+        w2 = torch.randn(h, f, device=dev, dtype=bf16)
+        gemms = (("fc1", lambda m: torch.matmul(x[:m], w1.t())), ("fc2", lambda m: torch.matmul(y[:m], w2.t())),
+                 ("fc2-dgrad", lambda m: torch.matmul(dz[:m], w2)), ("fc2-wgrad", lambda m: torch.matmul(dz[:m].t(), y[:m])),
+                 ("fc1-dgrad", lambda m: torch.matmul(a[:m], w1)), ("fc1-wgrad", lambda m: torch.matmul(a[:m].t(), x[:m])))
+        seen: set[tuple[str, int]] = set()
+        new_t: list[float] = []
+        seen_t: list[float] = []
+        new_share: list[float] = []
+        step_s: list[float] = []
+        torch.cuda.synchronize()
+        for _ in range(STEPS):
+            t0 = time.perf_counter()
+            fresh = calls = 0
+            for _layer in range(layers):
+                for _e in range(experts):
+                    m = max(1, min(top, round(rng.gauss(n, n ** 0.5))))
+                    for name, gemm in gemms:
+                        key = (name, m)
+                        s = time.perf_counter()
+                        gemm(m)
+                        dt = time.perf_counter() - s
+                        calls += 1
+                        if key in seen:
+                            seen_t.append(dt)
+                        else:
+                            seen.add(key)
+                            new_t.append(dt)
+                            fresh += 1
+            torch.cuda.synchronize()  # the loss's sync: each micro batch starts with the GPU's queue empty
+            step_s.append(time.perf_counter() - t0)
+            new_share.append(fresh / calls)
+        row = {"hidden": h, "ffn": f, "tokens": n, "experts": experts, "layers": layers, "steps": STEPS,
+               "new_calls": len(new_t), "seen_calls": len(seen_t), "new_share_by_step": new_share, "step_s": step_s}
+        for label, times in (("new", new_t), ("seen", seen_t)):
+            if len(times) >= 4:
+                q = statistics.quantiles(times, n=4)
+                row[f"{label}_median_s"], row[f"{label}_q1_s"], row[f"{label}_q3_s"] = statistics.median(times), q[0], q[2]
+        record(rows, row)
+        del x, a, y, dz, w1, w2
+        torch.cuda.empty_cache()
+    write_rows(out_path, rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
