@@ -4,6 +4,7 @@
     python tools/trace_summary.py TRACE.json[.gz] [--top 30]
     python tools/trace_summary.py TRACE.json[.gz] --phases   # the host's time by micro batch, layer, iteration
     python tools/trace_summary.py TRACE.json[.gz] --ops      # the GPU's time by the op that launched each kernel
+    python tools/trace_summary.py TRACE.json[.gz] --calls aten::mm [--slow-us 150]  # one op's host calls, slow ones apart
 
 Megatron writes the trace with `--profile --use-pytorch-profiler --profile-step-start A
 --profile-step-end B --tensorboard-dir D` to D/../torch_profile/rank-0.json.gz
@@ -14,7 +15,8 @@ host was doing (waiting on a sync, or launching: the host-bound share). Then the
 with the most time. `--ops` (device call 37) groups the kernels' time by what launched each one: the launch that
 carries its correlation id, and the CPU ops open on that thread around it, outermost autograd function or
 module-level op first (`autograd::engine::evaluate_function: MulBackward0`, `aten::scatter_add_`), the innermost
-aten op, then the kernel. The profiler slows the host (a few microseconds an op): kernel counts and GPU
+aten op, then the kernel. `--calls OP` (device call 39) gives one host op's calls in the profiled steps: how many, their
+median, and those slower than --slow-us apart (their share, time, and the GPU's busy time while they ran). The profiler slows the host (a few microseconds an op): kernel counts and GPU
 times are exact, host times are upper bounds.
 """
 
@@ -183,6 +185,25 @@ def ops_text(events: list[dict[str, Any]], top: int = 30) -> str:
     return "\n".join(lines) + "\n"
 
 
+def calls_text(events: list[dict[str, Any]], op: str, slow_us: float = 150.0) -> str:
+    """`op`'s host calls in the profiled steps: count, median, and the calls over `slow_us` apart."""
+    steps = profiler_steps(events)
+    lo = steps[0]["ts"] if steps else min(e["ts"] for e in events)
+    hi = (steps[-1]["ts"] + steps[-1]["dur"]) if steps else max(e["ts"] + e["dur"] for e in events)
+    busy = union([(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") in GPU_CATS])
+    calls = [e for e in events if e.get("cat") == "cpu_op" and e["name"] == op and lo <= e["ts"] < hi]
+    if not calls:
+        return f"no {op} calls in the profiled steps\n"
+    slow = [e for e in calls if e["dur"] > slow_us]
+    gpu = sum(b - a for e in slow for a, b in clip(busy, e["ts"], e["ts"] + e["dur"]))
+    durs = sorted(e["dur"] for e in calls)
+    return (f"| op | calls | median us | over {slow_us:g} us | share | their ms | their median us | GPU busy while they ran ms |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---:|\n"
+            f"| {op} | {len(calls)} | {durs[len(durs) // 2]:.1f} | {len(slow)} | {len(slow) / len(calls):.3f} | "
+            f"{sum(e['dur'] for e in slow) / 1e3:.1f} | "
+            f"{sorted(e['dur'] for e in slow)[len(slow) // 2] if slow else 0.0:.1f} | {gpu / 1e3:.1f} |\n")
+
+
 def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else float("nan")
 
@@ -256,12 +277,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--phases", action="store_true", help="the host's time by micro batch, layer and iteration")
     p.add_argument("--ops", action="store_true", help="the GPU's time by the op that launched each kernel")
+    p.add_argument("--calls", metavar="OP", help="one host op's calls (aten::mm), the slow ones apart")
+    p.add_argument("--slow-us", type=float, default=150.0, help="--calls: a slow call's least duration (us)")
     p.add_argument("--linears-per-layer", type=int, default=4,
                    help="Megatron Linear calls a layer makes (4 dense; 2 + 2 x local experts with MoE)")
     ns = p.parse_args(argv)
     events = load(ns.trace)
     sys.stdout.write(phases_text(events, ns.linears_per_layer) if ns.phases else ops_text(events, ns.top) if ns.ops
-                     else summarise(events, ns.top))
+                     else calls_text(events, ns.calls, ns.slow_us) if ns.calls else summarise(events, ns.top))
     return 0
 
 
