@@ -306,26 +306,28 @@ def test_host_calibrated_leave_one_out_holds_the_committed_figures() -> None:
 def test_gpu_bound_runs_hold_the_committed_worst() -> None:
     # the committed figure of the runs the fit calls GPU-bound (docs/performance-model.md draws the line after
     # the errors were seen: a report, not the acceptance); of whole steps call6/mem-l4-ga4 on call 6's slow host is the
-    # worst; of every run a one-GPU local-expert run (call 32's 16 experts, -20 %: LOCAL_EXPERT_RANKS)
+    # worst; of every run a one-GPU local-expert run (call 37's 16 experts of 8192 tokens, -30 %: LOCAL_EXPERT_RANKS;
+    # its GPU side within 5 % in call 38's trace, its host the rest)
     gpu = [r for r in VALIDATION["rows"] if not r["contended"] and not r["unpriced"] and r["bound"] == "GPU"]
     assert len(gpu) >= 44
     assert max(abs(r["error"]) for r in gpu if not r["stage"]) <= 0.16
     assert max(abs(r["error"]) for r in gpu if r["name"] not in LOCAL_EXPERT_RANKS) <= 0.16
-    assert max(abs(r["error"]) for r in gpu) <= 0.21
+    assert max(abs(r["error"]) for r in gpu) <= 0.30
 
 
-KEPT_RANKS = 38  # the counted fake-process-group ranks: call 29's 13, call 30's 7, call 31's 4, calls 32, 34 and 35's 4 each, two one-stage
+KEPT_RANKS = 42  # the counted fake-process-group ranks: call 29's 13, call 30's 7, call 31's 4, calls 32, 34, 35 and 37's 4 each, two one-stage
 # the fake-process-group ranks with a pipeline stage beside them that ran on the fake receive's unfilled buffer
 # (device calls 26 and 27) and those without one
 ONE_STAGE = {"call26/fpg-tp8-h8192/first", "call27/fpg-tp2-s8192/first"}
-# Megatron's local experts with small expert GEMMs (calls 31, 32, 34 and 35): each expert's host time measured on
+# Megatron's local experts (calls 31, 32, 34, 35 and 37): each expert's host time measured on
 # Megatron's SequentialMLP (host_time.LOCAL_EXPERT_SHARE, call 34), its forward's beyond its GPU time waited for, its
 # backward's beside the GPU (host_time.LOCAL_EXPERT_FORWARD_SHARE, call 35)
 LOCAL_EXPERT_RANKS = {"call31/fpg-moe16-pp4/first", "call31/fpg-moe16-pp4/last", "call32/fpg-moe-e8/first",
                       "call32/fpg-moe-e16/first", "call32/fpg-moe-e32/first", "call32/fpg-moe-e64/first",
                       "call34/fpg-moe-e32/first", "call34/fpg-moe-e32-autogc/first", "call34/fpg-moe-e60-qwen/first",
                       "call34/fpg-moe-h1024-e16/first", "call35/fpg-moe-e32/first", "call35/fpg-moe-e32-mb4/first",
-                      "call35/fpg-moe-e16-v256k/first", "call35/fpg-moe-e48-l8/first"}
+                      "call35/fpg-moe-e16-v256k/first", "call35/fpg-moe-e48-l8/first", "call37/fpg-moe-e8-f4096/first",
+                      "call37/fpg-moe-e16-gelu/first", "call37/fpg-moe-e16-f1024-mb16/first", "call37/fpg-moe-e32-mb4/first"}
 
 
 def test_ranks_of_multi_gpu_layouts_alone_hold_their_compute() -> None:
@@ -341,7 +343,7 @@ def test_ranks_of_multi_gpu_layouts_alone_hold_their_compute() -> None:
     assert all(r["contended"] for r in ranks if r["void"])  # contended rows are never fitted (fit_idx) or counted
     kept = [r for r in ranks if not r["void"]]
     assert {r["name"].split("/")[0] for r in kept if r["name"] not in ONE_STAGE} == {"call29", "call30", "call31", "call32",
-                                                                                     "call34", "call35"}
+                                                                                     "call34", "call35", "call37"}
     assert len(kept) >= KEPT_RANKS and not any(r["contended"] for r in kept)
     # dense: within 6 %; the Mixtral-shaped MoE (2048 tokens an expert, GPU-bound: the measured expert host time all
     # behind its GPU time) -12 and -5 %, where the profiled per-call figure's wait had put them within 4 %
@@ -350,15 +352,17 @@ def test_ranks_of_multi_gpu_layouts_alone_hold_their_compute() -> None:
     assert all(r["bound"] == "GPU" for r in held) and len(mixtral) == 2
     assert max(abs(r["error"]) for r in held if r not in mixtral) <= 0.06, [(r["name"], r["error"]) for r in held]
     assert max(abs(r["error"]) for r in mixtral) <= 0.13
-    # the local experts over four lent hosts, two of whose benches put an expert's host cost 1.7x apart (calls 34 and
-    # 35): call 32's sweep 5-24 % under, call 34's within 19 %, call 35's 48-expert job 39 % over and its other three
-    # 10-13 % under; call 31's 16-expert first stage 25 % under, its last (with the head's GPU work beside the
-    # experts') within 4 %
+    # the local experts over five lent hosts, two of whose benches put an expert's host cost 1.7x apart (calls 34 and
+    # 35): call 32's sweep 5-25 % under, call 34's within 19 %, call 35's 48-expert job 39 % over and its other three
+    # 10-12 % under; call 37's four 8-30 % under (the most tokens an expert, 8192, the most under: the share of
+    # token counts cuBLAS has not planned, calls 38-39); call 31's 16-expert first stage 26 % under, its last (with the
+    # head's GPU work beside the experts') within 6 %
     local = {r["name"]: r["error"] for r in kept if r["name"] in LOCAL_EXPERT_RANKS}
-    assert len(local) == 14 and all(-0.30 < e < 0.40 for e in local.values()), local
+    assert len(local) == 18 and all(-0.31 < e < 0.40 for e in local.values()), local
+    assert min(local, key=lambda n: local[n]) == "call37/fpg-moe-e16-f1024-mb16/first"
     assert all(-0.25 < e < 0 for n, e in local.items() if n.startswith("call32"))
     assert max(local, key=lambda n: local[n]) == "call35/fpg-moe-e48-l8/first"
-    assert abs(local["call31/fpg-moe16-pp4/last"]) < 0.04 and all(abs(e) < 0.19 for n, e in local.items()
+    assert abs(local["call31/fpg-moe16-pp4/last"]) < 0.06 and all(abs(e) < 0.19 for n, e in local.items()
                                                                   if n.startswith("call34"))
     calibrated = {r["name"]: r["calibrated_error"] for r in kept if r["name"].startswith("call34/")}
     assert len(calibrated) == 4 and all(abs(e) < 0.18 for e in calibrated.values()), calibrated
@@ -377,6 +381,27 @@ def test_a_gemm_past_the_tables_unmeasured_corner_takes_the_nearest_point() -> N
     edge = rates.gemm_seconds(32768, 32768, 32768)
     assert 0 < edge < float("inf") and edge >= rates.gemm_seconds(16384, 32768, 32768)
     assert rates.gemm_seconds(65536, 65536, 65536) == pytest.approx(8 * edge)  # beyond it: that rate
+
+
+def test_local_experts_activation_is_the_measured_path_where_megatron_runs_it_unfused() -> None:
+    # device call 37's rule: Megatron's MLP without the bias-activation fusion runs each expert's activation and
+    # per-token scale on strided and broadcast views (mlp.py:313-335), priced by tools/expert_act_bench.py's table
+    # (rates.expert_activation_seconds) and SequentialMLP's two cats; a fused SwiGLU and TE's grouped experts stay one
+    # pass each way. A plain GeLU never fuses with the per-token scale, so fused_kernels does not change its price.
+    moe = dict(num_layers=4, hidden_size=2048, num_attention_heads=16, kv_channels=128, ffn_hidden_size=1536,
+               seq_length=4096, padded_vocab_size=32000, num_experts=32, moe_router_topk=4)
+    swiglu, gelu = FlopsArgs(**moe, swiglu=True), FlopsArgs(**moe)  # type: ignore[arg-type]
+    work = lambda args, **kw: stage_work(args, Model(), one_gpu(micro_batch=2, local_attention=True, **kw), 4, True, True)  # noqa: E731
+    unfused, fused = work(swiglu, fused_kernels=False), work(swiglu, fused_kernels=True)
+    per_expert = 2 * 4096 * 4 / 32  # tokens an expert: micro batch 2 at s4096, top 4 of 32
+    table = 4 * 32 * rates.expert_activation_seconds(per_expert, 1536, True)  # four MoE layers of 32 experts
+    passes = 4 * (rates.op_seconds("gelu", 32 * per_expert * 1536) + rates.op_seconds("scale", 32 * per_expert * 1536))
+    cats = 4 * 2 * 32 * per_expert * 2048 * 4 / rates.hbm_bytes_per_second()
+    assert unfused.moe - fused.moe == pytest.approx(table + cats - passes)
+    assert table > 3 * passes  # the generic kernels on small tensors: 3-4x what the passes priced (call 37)
+    assert work(gelu, fused_kernels=True).moe == pytest.approx(work(gelu, fused_kernels=False).moe)
+    grouped = lambda fk: work(swiglu, fused_kernels=fk, grouped_gemm=True, stack="te").moe  # noqa: E731
+    assert grouped(False) == pytest.approx(grouped(True))
 
 
 def test_the_embedding_is_its_measured_lookup() -> None:
@@ -447,8 +472,8 @@ def test_local_runs_but_the_host_bound_hold_the_committed_worst() -> None:
              and r["bound"] != "host"]
     assert len(dense) >= 40
     assert max(abs(r["error"]) for r in dense if r["name"] not in LOCAL_EXPERT_RANKS) <= 0.16
-    # call 32's 16-expert run, GPU-bound by the fit, 20 % under (its experts' backward host work priced beside the GPU)
-    assert max(abs(r["error"]) for r in dense) <= 0.21
+    # call 37's 16 experts of 8192 tokens, GPU-bound by the fit, 30 % under (its GPU within 5 %: call 38)
+    assert max(abs(r["error"]) for r in dense) <= 0.30
 
 
 def test_transformer_engine_runs_within_15_percent() -> None:

@@ -253,7 +253,7 @@ def memory_rows() -> list[str]:
 
     no_te = (Override(f"image.base={fakepg.NO_TE_IMAGE}"),)
     sets = [(fakepg.LOGS, fakepg_specs(), (), "")]
-    for call in ("call26", "call27", "call31", "call32", "call34", "call35"):  # the ranks run alone: the layouts each call ran (tests/e2e/<layout>.yaml)
+    for call in ("call26", "call27", "call31", "call32", "call34", "call35", "call37"):  # the ranks run alone: the layouts each call ran (tests/e2e/<layout>.yaml)
         logs = HOSTS / call / "fakepg"
         sets.append((logs, [REPO / "tests" / "e2e" / f"{d.name}.yaml" for d in sorted(logs.iterdir()) if d.is_dir()],
                      no_te, f"{call}/"))
@@ -358,7 +358,10 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "parameter (10 bytes at 2.3-2.5 TB/s, not the copy's rate) | measured: the kernels' time in torch-profiler traces "
         "of three compiled launches (tests/fixtures/h200-hosts/call14) |",
         "| MoE | router GEMM and softmax, permutation and un-permutation, each local expert's GEMMs at its share of "
-        "the tokens, the shared experts on every token; the token-count syncs (.cpu(), .item(), .tolist()) leave the "
+        "the tokens, the shared experts on every token; each expert's activation path without the bias-activation "
+        "fusion (SwiGLU's chunk, silu, the offset's add and product, or GeLU; the router's per-token scale and its "
+        "backward, on strided and broadcast views, torch's generic kernels) by the measured table, SequentialMLP's two "
+        "cats of the routed tokens at the copy rate; the token-count syncs (.cpu(), .item(), .tolist()) leave the "
         "GPU nothing queued, so the experts' host time beyond their GPU time is added: a local expert (Megatron's "
         f"SequentialMLP) {host_time.LOCAL_EXPERT_SHARE:.3f} of a layer pass at the host's speed (host_time."
         f"LOCAL_EXPERT_SHARE), of which the forward's {host_time.LOCAL_EXPERT_FORWARD_SHARE:.3f} beyond the expert's "
@@ -369,7 +372,9 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         f"{layer_time.GROUPED_EXPERT_GEMM_HOST_S * 1e6:.0f} us an expert GEMM | counted + measured rates; "
         "LOCAL_EXPERT_SHARE measured on Megatron's own MoE layer in its DDP, 8 to 64 experts with changing token counts, "
         "against the GPT layer pass of the same rounds (tools/moe_host_bench.py, tests/fixtures/h200-hosts/call34), "
-        "its forward share by the same bench timing the forward apart (call 35); "
+        "its forward share by the same bench timing the forward apart (call 35); the activation path measured alone "
+        "over 256-16384 tokens an expert x FFN 512-14336, replayed from a CUDA graph (tools/expert_act_bench.py, "
+        "compiler/megatron/data/expert-activation-h200.json from call 37), interpolated in log space; "
         "EXPERT_GEMM_HOST_S measured in a torch-profiler trace of moe8-top2 (tools/trace_summary.py, "
         "tests/fixtures/measurements/profiles); the grouped experts' two fitted on the top-8 sweep of device calls 15 "
         "and 16, named before call 16 (tools/grouped_experts_fit.py; held out and pre-registered runs in the table) |",
@@ -422,7 +427,14 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "- A local expert (SequentialMLP) a micro batch: 1.245 ms of host time at h256 with 8192 tokens (the slope over 8",
         "  to 64 experts; 0.987 ms with every token count planned; the dense GPT layer pass of the same rounds 3.709 ms;",
         "  tools/moe_host_bench.py, call 34). An expert GEMM call alone: 77-138 us at a token count new to cuBLAS, 13-18",
-        "  at a seen one (tools/expert_gemm_bench.py, call 33); 0.354 ms under the profiler (EXPERT_GEMM_HOST_S).",
+        "  at a seen one (tools/expert_gemm_bench.py, call 33); 0.354 ms under the profiler (EXPERT_GEMM_HOST_S); in a",
+        "  training-like loop with the GPU working (tools/expert_plan_bench.py, call 39) 169-183 us at a new count and",
+        "  22-24 at a seen one, at every shape and count.",
+        f"- A local expert's activation path (tools/expert_act_bench.py, call 37), forward and backward, SwiGLU: "
+        f"{rates.expert_activation_seconds(256, 512, True) / (256 * 512) * 1e12:.1f} ps an output element at 256 tokens x 512,",
+        f"  {rates.expert_activation_seconds(2048, 1536, True) / (2048 * 1536) * 1e12:.1f} at 2048 x 1536, "
+        f"{rates.expert_activation_seconds(16384, 4096, True) / (16384 * 4096) * 1e12:.1f} at 16384 x 4096 (GeLU about half), "
+        "where one GeLU and one scale pass price 7.6.",
         f"- Megatron's host work, profiled (tools/trace_summary.py --phases on tests/fixtures/measurements/profiles): a dense",
         f"  layer pass {host_time.LAYER_PASS_S * 1e3:.2f} ms (forward {host_time.LAYER_FORWARD_SHARE:.2f} of it), the rest of a "
         f"micro batch {host_time.MICROBATCH_S * 1e3:.2f} ms, an iteration {host_time.ITERATION_S * 1e3:.2f} ms + "
@@ -516,7 +528,7 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "",
         f"tests/fixtures/fakepg: {len(fakepg_specs())} layouts of 2 to 16 GPUs, each run on one H200 as its first and its last",
         "pipeline stage (tools/fakepg.py), every rank at once (memory only); and `call26/...`, `call27/...`, `call31/...`,",
-        "`call32/...`, `call34/...`, `call35/...`, the ranks of device calls 26, 27, 31, 32, 34 and 35 run alone (tests/fixtures/h200-hosts, their specs tests/e2e/fpg-*.yaml compiled for the",
+        "`call32/...`, `call34/...`, `call35/...`, `call37/...`, the ranks of device calls 26, 27, 31, 32, 34, 35 and 37 run alone (tests/fixtures/h200-hosts, their specs tests/e2e/fpg-*.yaml compiled for the",
         "image the device ran: no TE), against the estimate committed before each call. Megatron's `max allocated` against",
         "compiler/megatron/stage_memory.py:",
         "",
@@ -570,7 +582,20 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "  of three of them (call 36, its reading written down before) puts the GPU-bound e32 jobs' gap on both sides:",
         "  the GPU busy 1.06-1.08x the model's GPU time (work of the local MoE path that grows with the tokens, not",
         "  counted) and idle beyond what the model prices (the experts' backward host work is not all beside the GPU);",
-        "  the 48-expert job's GPU side within 3 %, its error the host's alone. Before call 35,",
+        "  the 48-expert job's GPU side within 3 %, its error the host's alone. Its traces' kernels by the op that",
+        "  launched them (tools/trace_summary.py --ops) put the uncounted GPU work in the experts' activation path, which",
+        "  call 37 measured (tools/expert_act_bench.py: 3-4x the passes it was priced as) and held four runs out for",
+        f"  (fpg-moe-e8-f4096, fpg-moe-e16-gelu, fpg-moe-e16-f1024-mb16, e32-mb4 again): "
+        f"{loo_error(result, 'call37/fpg-moe-e8-f4096/first')}, {loo_error(result, 'call37/fpg-moe-e16-gelu/first')}, "
+        f"{loo_error(result, 'call37/fpg-moe-e16-f1024-mb16/first')} and {loo_error(result, 'call37/fpg-moe-e32-mb4/first')}, "
+        "each 1.5-3 pp nearer than without the term,",
+        "  two of four within 15 %; profiled (call 38), their GPU busy is within 1-5 % of the model's GPU time: the GPU",
+        "  side holds and the gap is the host's. The local experts' errors run with the tokens an expert receives (+39 %",
+        "  at 341 to -30 % at 8192, calls 31-37), and so does the share of the host's GEMM calls at a token count cuBLAS",
+        "  has not planned (10 to 82 % in the six profiled steps, tools/trace_summary.py --calls aten::mm), each 150 us",
+        "  more than a planned one (call 39). That share is the run's routing (balanced draws plan nearly every count",
+        "  within 20 micro batches; the runs still met new ones at 10-82 % at iteration 10) and falls as a run goes on: no",
+        "  term prices it, and LOCAL_EXPERT_SHARE's bench, with changing counts, sits between. Before call 35,",
         "  call 31's 16-expert ranks, the last stage with the head's GPU work on top of the first's, ran faster than",
         f"  the first ({loo_error(result, 'call31/fpg-moe16-pp4/first')} and {loo_error(result, 'call31/fpg-moe16-pp4/last')}), "
         "and the Mixtral-shaped ranks, 8 experts of 2048 tokens,",
@@ -649,14 +674,11 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "  1.42 (a step paced by the loader swings 32-179 ms); the compiler now turns the mask off, so only specs",
         "  that keep it (--reset-attention-mask) depend on it.",
         "- nccl-tests on one worker's 8 GPUs and across two workers (no multi-GPU machine was lent).",
-        "- The local experts' two open sides (calls 35 and 36): the element-wise and copy kernels of the local MoE path",
-        "  per token, from the traces committed in call 36, against what layer_time counts; and the exposed share of the",
-        "  experts' backward host work with GPU work queued, the bench run at micro batches whose expert GEMMs take",
-        "  longer than their host work; beside the jobs on each host, whether an expert's host cost can be calibrated",
-        "  per host as the dense host cost is.",
-        "- The local experts' forward and backward host work apart (the backward has no token-count sync, so its",
-        "  share can run beside queued GPU work) and local-expert layouts held out for that form: written down as",
-        "  call 35 in tests/fixtures/h200-hosts/README.md.",
+        "- The local experts' host side (calls 37-39: their GPU side holds within 5 %): the routers' token counts a run",
+        "  meets, iteration by iteration (a hook on the token dispatcher's tokens_per_expert; Megatron logs",
+        "  none), beside its step times, to price the share of counts cuBLAS has not planned (150 us a call,",
+        "  call 39) from the routing a run has, and a run of a few hundred iterations to see the steady state a long",
+        "  job reaches; and whether the experts' backward host work sits beside queued GPU work (calls 35-36).",
         "",
     ]
     return "\n".join(lines)
