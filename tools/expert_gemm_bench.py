@@ -20,7 +20,6 @@ and GEMM after 20 warm-up calls; the median and quartiles of the host's time a c
 
 from __future__ import annotations
 
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from head_bench import record, write_rows  # noqa: E402
+from head_bench import quartiles, record, write_rows  # noqa: E402
 
 SHAPES = [("call32 h2048", 2048, 3072, 1536), ("call31 h4096", 4096, 14336, 7168), ("moe8-top2 h1024", 1024, 4096, 4096)]
 CENTRES = (2048, 4096)
@@ -64,9 +63,8 @@ def main(out_path: str) -> int:
                 seen = [host_seconds(lambda m=m: gemm(m)) for m in list(range(centre - 20, centre)) * (CALLS // 20)]
                 torch.cuda.synchronize()
                 row = {"shape": name, "hidden": h, "ffn_in": f_in, "ffn_out": f_out, "tokens": centre, "gemm": kind}
-                for label, times in (("new", new), ("seen", seen)):
-                    q = statistics.quantiles(times, n=4)
-                    row[f"{label}_median_s"], row[f"{label}_q1_s"], row[f"{label}_q3_s"] = statistics.median(times), q[0], q[2]
+                quartiles(row, "new", new)
+                quartiles(row, "seen", seen)
                 record(rows, row)
             del x, w1, dy
             torch.cuda.empty_cache()

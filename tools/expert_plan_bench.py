@@ -21,7 +21,6 @@ new calls by step, and the steps' host time.
 from __future__ import annotations
 
 import random
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -29,7 +28,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from head_bench import record, write_rows  # noqa: E402
+from head_bench import quartiles, record, write_rows  # noqa: E402
 
 # (hidden, expert FFN, tokens an expert n, experts E, layers L): calls 35-37's local-expert jobs' shapes
 CONFIGS = ((1536, 1024, 341, 48, 8), (2048, 1536, 1024, 32, 4), (2048, 1536, 2048, 32, 4), (2048, 4096, 4096, 8, 4),
@@ -37,57 +36,54 @@ CONFIGS = ((1536, 1024, 341, 48, 8), (2048, 1536, 1024, 32, 4), (2048, 1536, 204
 STEPS = 20  # micro batches: 10 iterations of 2
 
 
-def main(out_path: str) -> int:
+def measure(h: int, f: int, n: int, experts: int, layers: int, rng: random.Random) -> dict:
+    """One configuration's row: STEPS micro batches of `layers` x `experts` experts' six GEMM calls, each timed."""
     dev, bf16 = torch.device("cuda"), torch.bfloat16
+    top = int(n + 6 * n ** 0.5) + 8
+    x = torch.randn(top, h, device=dev, dtype=bf16)
+    a = torch.randn(top, 2 * f, device=dev, dtype=bf16)  # fc1's output (SwiGLU: 2f)
+    y = torch.randn(top, f, device=dev, dtype=bf16)  # the activation's output
+    dz = torch.randn(top, h, device=dev, dtype=bf16)  # fc2's output gradient
+    w1 = torch.randn(2 * f, h, device=dev, dtype=bf16)
+    w2 = torch.randn(h, f, device=dev, dtype=bf16)
+    gemms = (("fc1", lambda m: torch.matmul(x[:m], w1.t())), ("fc2", lambda m: torch.matmul(y[:m], w2.t())),
+             ("fc2-dgrad", lambda m: torch.matmul(dz[:m], w2)), ("fc2-wgrad", lambda m: torch.matmul(dz[:m].t(), y[:m])),
+             ("fc1-dgrad", lambda m: torch.matmul(a[:m], w1)), ("fc1-wgrad", lambda m: torch.matmul(a[:m].t(), x[:m])))
+    seen: set[tuple[str, int]] = set()
+    times: dict[bool, list[float]] = {True: [], False: []}  # new, seen
+    new_share: list[float] = []
+    step_s: list[float] = []
+    torch.cuda.synchronize()
+    for _ in range(STEPS):
+        t0 = time.perf_counter()
+        fresh = 0
+        for _call in range(layers * experts):
+            m = max(1, min(top, round(rng.gauss(n, n ** 0.5))))
+            for name, gemm in gemms:
+                s = time.perf_counter()
+                gemm(m)
+                new = (name, m) not in seen
+                times[new].append(time.perf_counter() - s)
+                seen.add((name, m))
+                fresh += new
+        torch.cuda.synchronize()  # the loss's sync: each micro batch starts with the GPU's queue empty
+        step_s.append(time.perf_counter() - t0)
+        new_share.append(fresh / (layers * experts * len(gemms)))
+    row = {"hidden": h, "ffn": f, "tokens": n, "experts": experts, "layers": layers, "steps": STEPS,
+           "new_calls": len(times[True]), "seen_calls": len(times[False]), "new_share_by_step": new_share,
+           "step_s": step_s}
+    for label, new in (("new", True), ("seen", False)):
+        if len(times[new]) >= 4:
+            quartiles(row, label, times[new])
+    return row
+
+
+def main(out_path: str) -> int:
     rng = random.Random(39)
-    rows = []
-    for h, f, n, experts, layers in CONFIGS:
-        top = int(n + 6 * n ** 0.5) + 8
-        x = torch.randn(top, h, device=dev, dtype=bf16)
-        a = torch.randn(top, 2 * f, device=dev, dtype=bf16)  # fc1's output (SwiGLU: 2f)
-        y = torch.randn(top, f, device=dev, dtype=bf16)  # the activation's output
-        dz = torch.randn(top, h, device=dev, dtype=bf16)  # fc2's output gradient
-        w1 = torch.randn(2 * f, h, device=dev, dtype=bf16)
-        w2 = torch.randn(h, f, device=dev, dtype=bf16)
-        gemms = (("fc1", lambda m: torch.matmul(x[:m], w1.t())), ("fc2", lambda m: torch.matmul(y[:m], w2.t())),
-                 ("fc2-dgrad", lambda m: torch.matmul(dz[:m], w2)), ("fc2-wgrad", lambda m: torch.matmul(dz[:m].t(), y[:m])),
-                 ("fc1-dgrad", lambda m: torch.matmul(a[:m], w1)), ("fc1-wgrad", lambda m: torch.matmul(a[:m].t(), x[:m])))
-        seen: set[tuple[str, int]] = set()
-        new_t: list[float] = []
-        seen_t: list[float] = []
-        new_share: list[float] = []
-        step_s: list[float] = []
-        torch.cuda.synchronize()
-        for _ in range(STEPS):
-            t0 = time.perf_counter()
-            fresh = calls = 0
-            for _layer in range(layers):
-                for _e in range(experts):
-                    m = max(1, min(top, round(rng.gauss(n, n ** 0.5))))
-                    for name, gemm in gemms:
-                        key = (name, m)
-                        s = time.perf_counter()
-                        gemm(m)
-                        dt = time.perf_counter() - s
-                        calls += 1
-                        if key in seen:
-                            seen_t.append(dt)
-                        else:
-                            seen.add(key)
-                            new_t.append(dt)
-                            fresh += 1
-            torch.cuda.synchronize()  # the loss's sync: each micro batch starts with the GPU's queue empty
-            step_s.append(time.perf_counter() - t0)
-            new_share.append(fresh / calls)
-        row = {"hidden": h, "ffn": f, "tokens": n, "experts": experts, "layers": layers, "steps": STEPS,
-               "new_calls": len(new_t), "seen_calls": len(seen_t), "new_share_by_step": new_share, "step_s": step_s}
-        for label, times in (("new", new_t), ("seen", seen_t)):
-            if len(times) >= 4:
-                q = statistics.quantiles(times, n=4)
-                row[f"{label}_median_s"], row[f"{label}_q1_s"], row[f"{label}_q3_s"] = statistics.median(times), q[0], q[2]
-        record(rows, row)
-        del x, a, y, dz, w1, w2
-        torch.cuda.empty_cache()
+    rows: list[dict] = []
+    for config in CONFIGS:
+        record(rows, measure(*config, rng))
+        torch.cuda.empty_cache()  # the configuration's tensors went with measure's frame
     write_rows(out_path, rows)
     return 0
 

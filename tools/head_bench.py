@@ -63,6 +63,12 @@ def record(rows: list[dict], row: dict) -> None:
     print(json.dumps(row), flush=True)
 
 
+def quartiles(row: dict, label: str, times: list[float]) -> None:
+    """`label`_median_s, _q1_s and _q3_s of host times into `row` (the GEMM-call benches' rows)."""
+    q = statistics.quantiles(times, n=4)
+    row[f"{label}_median_s"], row[f"{label}_q1_s"], row[f"{label}_q3_s"] = statistics.median(times), q[0], q[2]
+
+
 def write_rows(out_path: str, rows: list[dict]) -> None:
     """A bench's rows with the device and torch they ran on, as the device benches write them."""
     with open(out_path, "w") as f:

@@ -254,6 +254,8 @@ def inputs(run: Run) -> tuple[FlopsArgs, Parallel]:
         local_attention=a.get("transformer_impl") == "local",
         fused_kernels=_b(a, "bias_gelu_fusion") and _b(a, "bias_dropout_fusion"),
         fused_softmax=_b(a, "masked_softmax_fusion"), grad_accumulation_fusion=_b(a, "gradient_accumulation_fusion"),
+        # Megatron's bias_activation_fusion (argument_utils.py:312-314): SwiGLU's flag, else GeLU's (off without biases)
+        bias_activation_fusion=_b(a, "bias_swiglu_fusion") if _b(a, "swiglu") else _b(a, "bias_gelu_fusion"),
         precision=precision, stack="te" if te else "local", grouped_gemm=te and _b(a, "moe_grouped_gemm"),
         cross_entropy_fusion=_b(a, "cross_entropy_loss_fusion"), nan_check=_b(a, "check_for_nan_in_loss_and_grad"),
         attention_mask=a.get("create_attention_mask_in_dataloader") != "False", optimizer=run.optimizer,

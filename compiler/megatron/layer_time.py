@@ -19,15 +19,15 @@ share of the GEMM rate and cost per score timing.py passes in, fitted on the TE 
 - the fp32 gradient accumulation where the launch passes `--no-gradient-accumulation-fusion` (TE's
   layers too then; the TE runs on the lent H200, which has no Apex for Megatron's own output layer, did):
   main_grad.add_ per parameter and micro batch, at the measured HBM rate;
-- MoE (moe_layer.py, experts.py SequentialMLP): the router GEMM and its softmax/top-k, permutation
-  and un-permutation of the routed tokens, every local expert one after another at its share of the
-  tokens (balanced routing), its activation path without the bias-activation fusion measured as one
-  (rates.expert_activation_seconds). The host synchronisations for the token counts (token_dispatcher.py:299
-  .cpu(), :305 .item(), experts.py:1234 .tolist()) leave the GPU nothing queued: each expert's host
-  time beyond its GPU time is waited for. Megatron's local experts' host time is host_time.stage_microbatch's
-  (host_time.LOCAL_EXPERT_SHARE of a layer pass, measured; its forward share waited for, its backward's beside the GPU): StageWork carries the expert passes and
-  each one's GPU seconds (`expert_passes`, `expert_gpu`); Transformer Engine's experts wait here
-  (`moe_wait`: its SequentialMLP six GEMM calls at EXPERT_GEMM_HOST_S, its grouped GEMMs their fitted costs).
+- MoE (moe_layer.py, experts.py SequentialMLP): the router GEMM and its softmax/top-k, permutation and
+  un-permutation of the routed tokens, every local expert one after another at its share of the tokens
+  (balanced routing), its unfused activation path measured (rates.expert_activation_seconds). The token
+  counts' host syncs (token_dispatcher.py:299 .cpu(), :305 .item(), experts.py:1234 .tolist()) leave the
+  GPU nothing queued: each expert's host time beyond its GPU time is waited for. Megatron's local experts'
+  host time is host_time.stage_microbatch's (LOCAL_EXPERT_SHARE of a layer pass, measured; its forward's
+  waited for, its backward's beside the GPU): StageWork carries the expert passes and each one's GPU
+  seconds (`expert_passes`, `expert_gpu`); Transformer Engine's experts wait here (`moe_wait`: its
+  SequentialMLP six GEMM calls at EXPERT_GEMM_HOST_S, its grouped GEMMs their fitted costs).
 
 Host: a layer pass, a micro batch and an iteration cost what the profiled runs measured
 (host_time.py, scaled by timing.HOST_SPEED); MoE's routing adds its kernel launches (LAUNCHES_MOE_ROUTING,
@@ -374,14 +374,11 @@ def _moe(args: Any, par: Any, tokens: float, dt: str) -> tuple[float, float, int
     gemm, gemm_fwd = local * one, local * one_fwd
     router = rates.linear_seconds(tokens, e, h, dt) + rates.op_seconds("softmax", tokens * e) * 2
     grouped = getattr(par, "grouped_gemm", False)
-    if not grouped and (par.fused_kernels is False or not args.swiglu):
-        # Megatron's MLP without the bias-activation fusion (mlp.py:313-335; a plain GeLU never fuses with the
-        # router's per-token scale, and fused_kernels: false passes --no-bias-swiglu-fusion): each expert's chunk,
-        # activation, product and per-token scale on strided and broadcast views, measured as one path; with more
-        # than one local expert SequentialMLP's cat of their outputs and its split's backward cat of the routed
-        # tokens' gradients, 4 bytes an element each (experts.py:1234-1249)
-        act = local * rates.expert_activation_seconds(per_expert, f / etp, bool(args.swiglu))
-        act += 2 * routed * h * 4 / rates.hbm_bytes_per_second() if local > 1 else 0.0
+    fusion = par.fused_kernels if getattr(par, "bias_activation_fusion", None) is None else par.bias_activation_fusion
+    if not grouped and not (fusion and args.swiglu):  # mlp.py:313-335 unfused (a GeLU never fuses with the
+        # per-token scale): each expert's path on strided and broadcast views measured, SequentialMLP's two cats
+        act = local * rates.expert_activation_seconds(per_expert, f / etp, bool(args.swiglu)) + (
+            2 * routed * h * 4 / rates.hbm_bytes_per_second() if local > 1 else 0.0)  # experts.py:1234-1249
     else:  # the fused weighted SwiGLU, or TE's grouped experts: one pass each way
         act = rates.op_seconds("gelu", routed * f / etp) + (rates.op_seconds("scale", routed * f / etp) if args.swiglu else 0.0)
     permute = 2 * rates.op_seconds("add", routed * h) * 2  # gather and scatter-add of the routed tokens
@@ -389,11 +386,9 @@ def _moe(args: Any, par: Any, tokens: float, dt: str) -> tuple[float, float, int
     sh_gemm, sh_fwd, sh_act, sh_params = _mlp(args, shared_ffn, tokens, par.tensor, dt) if shared_ffn else (0.0,) * 4
     total = gemm + router + act + permute + sh_gemm + sh_act
     fwd = gemm_fwd + sh_fwd + (router + act + permute + sh_act) / 3
-    # each expert's host time against its GPU time; what the host takes beyond the GPU is waited for, the
-    # token-count synchronisations leaving nothing queued. Megatron's local experts: host_time.stage_microbatch prices each
-    # pass's host (LOCAL_EXPERT_SHARE); TE's SequentialMLP: its six GEMM calls at a shape cuBLAS has not planned;
-    # TE's grouped experts: each expert's share of the GroupedLinear calls (GROUPED_EXPERT_GEMM_HOST_S), the
-    # activation one pass over them all
+    # each expert's host time beyond its GPU time is waited for (the token-count syncs leave nothing queued): the
+    # local experts' passes host_time.stage_microbatch prices (LOCAL_EXPERT_SHARE); TE's SequentialMLP six GEMM calls
+    # at a shape cuBLAS has not planned; TE's grouped experts each one's share of the GroupedLinear calls
     wait, passes = 0.0, 0.0
     if grouped:
         wait = max(0.0, GROUPED_MOE_LAYER_HOST_S + local * EXPERT_GEMMS * GROUPED_EXPERT_GEMM_HOST_S - gemm - act)

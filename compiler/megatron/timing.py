@@ -52,7 +52,7 @@ HOST_SPEED = 0.730
 MODEL_ERROR = 0.30
 MEASURED_SPREAD: dict[str, tuple[float, float]] = {"host": (0.53, 1.68), "GPU": (0.91, 1.18), "host-calibrated": (0.62, 1.40)}
 TE_HOST_PER_LAYER = 0.003600
-TE_HOST_PER_ITERATION = 0.009520
+TE_HOST_PER_ITERATION = 0.009519
 TE_HOST_PER_MICROBATCH = 0.012000
 FUSED_ATTENTION_SHARE = 0.70
 TE_HOST_FORWARD_SHARE = 0.80
@@ -104,8 +104,8 @@ class Parallel(NamedTuple):
     stack: str = "local"  # the software stack STACK_FACTOR keys: local, te, te-fp8, deepspeed-fp16 …
     model: Model = Model()
     fused_softmax: bool | None = None  # --masked-softmax-fusion (None: as fused_kernels)
-    # --gradient-accumulation-fusion (Megatron's default; the wgrad GEMM adds into main_grad): None, as fused_kernels
-    grad_accumulation_fusion: bool | None = None
+    bias_activation_fusion: bool | None = None  # --bias-swiglu-fusion / --bias-gelu-fusion (None: as fused_kernels)
+    grad_accumulation_fusion: bool | None = None  # --gradient-accumulation-fusion (wgrad into main_grad; None: as fused_kernels)
     grouped_gemm: bool = False  # --moe-grouped-gemm (TE's GroupedLinear experts)
     cross_entropy_fusion: bool = False  # --cross-entropy-loss-fusion
     fused_attention_share: float | None = None  # None: the fitted FUSED_ATTENTION_SHARE
