@@ -253,7 +253,7 @@ def memory_rows() -> list[str]:
 
     no_te = (Override(f"image.base={fakepg.NO_TE_IMAGE}"),)
     sets = [(fakepg.LOGS, fakepg_specs(), (), "")]
-    for call in ("call26", "call27", "call31", "call32", "call34", "call35", "call37"):  # the ranks run alone: the layouts each call ran (tests/e2e/<layout>.yaml)
+    for call in ("call26", "call27", "call31", "call32", "call34", "call35", "call37", "call40"):  # the ranks run alone: the layouts each call ran (tests/e2e/<layout>.yaml)
         logs = HOSTS / call / "fakepg"
         sets.append((logs, [REPO / "tests" / "e2e" / f"{d.name}.yaml" for d in sorted(logs.iterdir()) if d.is_dir()],
                      no_te, f"{call}/"))
@@ -528,7 +528,7 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "",
         f"tests/fixtures/fakepg: {len(fakepg_specs())} layouts of 2 to 16 GPUs, each run on one H200 as its first and its last",
         "pipeline stage (tools/fakepg.py), every rank at once (memory only); and `call26/...`, `call27/...`, `call31/...`,",
-        "`call32/...`, `call34/...`, `call35/...`, `call37/...`, the ranks of device calls 26, 27, 31, 32, 34, 35 and 37 run alone (tests/fixtures/h200-hosts, their specs tests/e2e/fpg-*.yaml compiled for the",
+        "`call32/...`, `call34/...`, `call35/...`, `call37/...`, `call40/...`, the ranks of device calls 26, 27, 31, 32, 34, 35, 37 and 40 run alone (tests/fixtures/h200-hosts, their specs tests/e2e/fpg-*.yaml compiled for the",
         "image the device ran: no TE), against the estimate committed before each call. Megatron's `max allocated` against",
         "compiler/megatron/stage_memory.py:",
         "",
