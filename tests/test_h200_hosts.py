@@ -544,3 +544,29 @@ def test_call40_dense_shapes_held_out_are_the_logs_against_the_model_as_committe
         assert f"| call40/{name} | {p:.0f} | {m:.1f} ({min(its):.1f}-{max(its):.1f}) | {(p / m - 1) * 100:+.1f}% | " \
                f"{m / p:.3f} |" in readme
         assert abs(p / m - 1) <= 0.15 and 0.91 <= m / p <= 1.18
+
+
+def test_call38_gemm_call_table_is_the_traces() -> None:
+    """Calls 36 and 38's profiled local-expert steps: tools/trace_summary.py --calls aten::mm gives the README's table
+    of the host's GEMM calls (the slow ones' share rising with the tokens an expert receives), and --ops accounts for
+    every kernel of the step."""
+    from helpers import load_tool
+
+    trace = load_tool("trace_summary")
+    readme = (HOSTS / "README.md").read_text()
+    jobs = (("call36", "fpg-moe-e48-l8", 341), ("call36", "fpg-moe-e32", 1024), ("call36", "fpg-moe-e32-mb4", 2048),
+            ("call38", "fpg-moe-e16-gelu", 2048), ("call38", "fpg-moe-e8-f4096", 4096),
+            ("call38", "fpg-moe-e16-f1024-mb16", 8192))
+    shares = []
+    for call, job, tokens in jobs:
+        events = trace.load(HOSTS / call / "experiments" / job / "trace.json.gz")  # type: ignore[attr-defined]
+        row = trace.calls_text(events, "aten::mm").splitlines()[-1].split("|")  # type: ignore[attr-defined]
+        count, median, slow, share, their_ms, their_median, busy = (float(c) for c in row[2:9])
+        assert f"| {job} ({call[4:]}) | {tokens} | {count:.0f} | {median:.1f} | {share * 100:.1f} % | {their_median:.1f} | " \
+               f"{busy:.1f} of {their_ms:.1f} |" in readme
+        shares.append(share)
+        (step,) = trace.profiler_steps(events)  # type: ignore[attr-defined]
+        gpu = sum(e["dur"] for e in events if e.get("cat") in trace.GPU_CATS  # type: ignore[attr-defined]
+                  and step["ts"] <= e["ts"] < step["ts"] + step["dur"]) / 1e3
+        assert sum(ms for _, ms in trace.launched_by(events).values()) == pytest.approx(gpu)  # type: ignore[attr-defined]
+    assert shares[0] < shares[1] < min(shares[2:5]) and max(shares[2:5]) < shares[5]
