@@ -397,28 +397,42 @@ def test_call35_forward_share_is_the_bench_by_the_rule_written_down_before() -> 
     assert q35[2] < q34[0]  # the two hosts' per-round slopes' quartiles do not overlap
 
 
-def test_call35_runs_table_is_the_logs_against_both_figures_written_down() -> None:
-    """Call 35's four one-GPU local-expert runs: the model's figure before the bench (predicted-before.txt) and with
-    the rule applied (predicted-after-bench.txt, committed before the logs were opened), against the logs; the
-    README's expectations, as they came out."""
+def _fakepg_its(call: str, name: str) -> list[float]:
+    """A one-GPU run's iterations after 3 (27 of its 30), `name` as predicted-before.txt gives it (JOB/first)."""
+    (log,) = (HOSTS / call / "fakepg" / name.split("/")[0]).glob("first-rank*.log")
+    its = steady(log)
+    assert len(its) == 27
+    return its
+
+
+def _before_after_table(call: str) -> dict[str, tuple[float, float, float]]:
+    """A call's runs against the model before its bench (predicted-before.txt) and with its rule applied
+    (predicted-after-bench.txt, committed before the logs were opened): the README's row of each checked, and
+    (before, after, measured median) a run returned."""
     readme = (HOSTS / "README.md").read_text()
-    before = predicted(HOSTS / "call35" / "predicted-before.txt")
-    after = predicted(HOSTS / "call35" / "predicted-after-bench.txt")
-    assert before.keys() == after.keys() and len(before) == 4
-    measured = {}
+    before = predicted(HOSTS / call / "predicted-before.txt")
+    after = predicted(HOSTS / call / "predicted-after-bench.txt")
+    assert before.keys() == after.keys()
+    out = {}
     for name, p in before.items():
-        (log,) = (HOSTS / "call35" / "fakepg" / name.split("/")[0]).glob("first-rank*.log")
-        its = steady(log)
-        assert len(its) == 27
-        m = measured[name] = statistics.median(its)
-        q = after[name]
-        row = (f"| call35/{name} | {p:.0f} | {q:.0f} | {m:.1f} ({min(its):.1f}-{max(its):.1f}) | "
+        its = _fakepg_its(call, name)
+        m, q = statistics.median(its), after[name]
+        row = (f"| {call}/{name} | {p:.0f} | {q:.0f} | {m:.1f} ({min(its):.1f}-{max(its):.1f}) | "
                f"{(p / m - 1) * 100:+.1f}% | {(q / m - 1) * 100:+.1f}% |")
         assert row in readme, row
-        assert q < p  # the backward's expert host work beside the GPU: never slower
+        out[name] = (p, q, m)
+    return out
+
+
+def test_call35_runs_table_is_the_logs_against_both_figures_written_down() -> None:
+    """Call 35's four one-GPU local-expert runs against the model before the bench and with the rule; the README's
+    expectations, as they came out."""
+    runs = _before_after_table("call35")
+    assert len(runs) == 4
+    assert all(q < p for p, q, _ in runs.values())  # the backward's expert host work beside the GPU: never slower
     # the expectation written down: the three new jobs under the model's figures by more than 10 %; it held for the
     # 48-expert job only (the two GPU-bound ones 7 and 9 % under)
-    under = {n: 1 - measured[n] / before[n] for n in ("fpg-moe-e32-mb4/first", "fpg-moe-e16-v256k/first",
+    under = {n: 1 - runs[n][2] / runs[n][0] for n in ("fpg-moe-e32-mb4/first", "fpg-moe-e16-v256k/first",
                                                       "fpg-moe-e48-l8/first")}
     assert under["fpg-moe-e48-l8/first"] > 0.10 and all(0.05 < u < 0.10 for n, u in under.items() if "e48" not in n)
 
@@ -485,20 +499,9 @@ def test_call37_bench_is_the_models_activation_table() -> None:
 def test_call37_runs_table_is_the_logs_against_both_figures_written_down() -> None:
     """Call 37's four held-out local-expert runs: the model before the bench and with the rule applied (committed in
     555102b before the logs were opened) against the logs; the expectation as it came out."""
-    readme = (HOSTS / "README.md").read_text()
-    before = predicted(HOSTS / "call37" / "predicted-before.txt")
-    after = predicted(HOSTS / "call37" / "predicted-after-bench.txt")
-    assert set(before) == set(after) == set(CALL37)
-    err = {}
-    for name in CALL37:
-        (log,) = (HOSTS / "call37" / "fakepg" / name.split("/")[0]).glob("first-rank*.log")
-        its = steady(log)
-        assert len(its) == 27
-        m = statistics.median(its)
-        p, q = before[name], after[name]
-        assert f"| call37/{name} | {p:.0f} | {q:.0f} | {m:.1f} ({min(its):.1f}-{max(its):.1f}) | " \
-               f"{(p / m - 1) * 100:+.1f}% | {(q / m - 1) * 100:+.1f}% |" in readme
-        err[name] = (p / m - 1, q / m - 1)
+    runs = _before_after_table("call37")
+    assert set(runs) == set(CALL37)
+    err = {name: (p / m - 1, q / m - 1) for name, (p, q, m) in runs.items()}
     # written down: every run under the model as committed by more than 5 %, and with the rule each within 15 % and
     # nearer; nearer, all four; within 15 %, two
     assert all(b < -0.05 and abs(a) < abs(b) for b, a in err.values())
@@ -537,9 +540,7 @@ def test_call40_dense_shapes_held_out_are_the_logs_against_the_model_as_committe
     before = predicted(HOSTS / "call40" / "predicted-before.txt")
     assert len(before) == 4
     for name, p in before.items():
-        (log,) = (HOSTS / "call40" / "fakepg" / name.split("/")[0]).glob("first-rank*.log")
-        its = steady(log)
-        assert len(its) == 27
+        its = _fakepg_its("call40", name)
         m = statistics.median(its)
         assert f"| call40/{name} | {p:.0f} | {m:.1f} ({min(its):.1f}-{max(its):.1f}) | {(p / m - 1) * 100:+.1f}% | " \
                f"{m / p:.3f} |" in readme

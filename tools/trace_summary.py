@@ -82,6 +82,13 @@ def profiler_steps(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
                    and e.get("cat") == "user_annotation"), key=lambda e: e["ts"])
 
 
+def profiled_window(events: list[dict[str, Any]], steps: list[dict[str, Any]]) -> tuple[float, float]:
+    """From the first profiled step's start to the last one's end (the whole trace where none is marked)."""
+    if not steps:
+        return min(e["ts"] for e in events), max(e["ts"] + e["dur"] for e in events)
+    return steps[0]["ts"], steps[-1]["ts"] + steps[-1]["dur"]
+
+
 LINEAR = "LinearWithGradAccumulationAndAsyncCommunication"  # Megatron's Linear autograd function (layers.py)
 # Transformer Engine's linear autograd functions (transformer_engine/pytorch/module/layernorm_linear.py,
 # linear.py): a TE layer's QKV and FC1 are _LayerNormLinear, its projection and FC2 _Linear; the output
@@ -145,8 +152,7 @@ def launched_by(events: list[dict[str, Any]]) -> dict[tuple[str, str, str], list
     """The profiled steps' GPU work, [count, ms a step], keyed by (the outermost CPU op open around its launch that
     is an autograd function or not an aten op, the innermost aten op, the kernel's name)."""
     steps = profiler_steps(events)
-    lo = steps[0]["ts"] if steps else min(e["ts"] for e in events)
-    hi = (steps[-1]["ts"] + steps[-1]["dur"]) if steps else max(e["ts"] + e["dur"] for e in events)
+    lo, hi = profiled_window(events, steps)
     launch = {e["args"].get("correlation"): e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")}
     ops: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
     for e in events:
@@ -188,8 +194,7 @@ def ops_text(events: list[dict[str, Any]], top: int = 30) -> str:
 def calls_text(events: list[dict[str, Any]], op: str, slow_us: float = 150.0) -> str:
     """`op`'s host calls in the profiled steps: count, median, and the calls over `slow_us` apart."""
     steps = profiler_steps(events)
-    lo = steps[0]["ts"] if steps else min(e["ts"] for e in events)
-    hi = (steps[-1]["ts"] + steps[-1]["dur"]) if steps else max(e["ts"] + e["dur"] for e in events)
+    lo, hi = profiled_window(events, steps)
     busy = union([(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") in GPU_CATS])
     calls = [e for e in events if e.get("cat") == "cpu_op" and e["name"] == op and lo <= e["ts"] < hi]
     if not calls:
@@ -246,8 +251,7 @@ def summarise(events: list[dict[str, Any]], top: int = 30) -> str:
         lines.append(f"| {st['name']} | {st['dur'] / 1e3:.2f} | {busy_s / 1e3:.2f} | {(st['dur'] - busy_s) / 1e3:.2f} | "
                      f"{overlap(idle_iv, sync) / 1e3:.2f} | {kernels} | {launches} | {syncs} | "
                      f"{sum(e - s for s, e in sync) / 1e3:.2f} |")
-    lo = steps[0]["ts"] if steps else min(e["ts"] for e in events)
-    hi = (steps[-1]["ts"] + steps[-1]["dur"]) if steps else max(e["ts"] + e["dur"] for e in events)
+    lo, hi = profiled_window(events, steps)
     n = max(1, len(steps))
     by_kernel: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
     for e in gpu:
