@@ -34,12 +34,24 @@ from head_bench import quartiles, record, write_rows  # noqa: E402
 CONFIGS = ((1536, 1024, 341, 48, 8), (2048, 1536, 1024, 32, 4), (2048, 1536, 2048, 32, 4), (2048, 4096, 4096, 8, 4),
            (1024, 1024, 8192, 16, 4))
 STEPS = 20  # micro batches: 10 iterations of 2
+# A call's host time above which it counts as slow (call 39: 169-183 us at a new count, 22-24 at a seen one): what
+# tells a plan cuBLAS had to make from one it had, where `new` (never called in the process) cannot (an evicted one)
+SLOW_S = 80e-6
 
 
-def measure(h: int, f: int, n: int, experts: int, layers: int, rng: random.Random) -> dict:
-    """One configuration's row: STEPS micro batches of `layers` x `experts` experts' six GEMM calls, each timed."""
+def draw(rng: random.Random, n: int, spread: str) -> int:
+    """A token count around n: `normal` (n + a normal of variance n: balanced routing) or `wide` (uniform over n/2 to
+    3n/2: a router that sends some experts half and others one and a half times their share)."""
+    if spread == "wide":
+        return rng.randint(n // 2, 3 * n // 2)
+    return round(rng.gauss(n, n ** 0.5))
+
+
+def measure(h: int, f: int, n: int, experts: int, layers: int, rng: random.Random, spread: str = "normal",
+            steps: int = STEPS) -> dict:
+    """One configuration's row: `steps` micro batches of `layers` x `experts` experts' six GEMM calls, each timed."""
     dev, bf16 = torch.device("cuda"), torch.bfloat16
-    top = int(n + 6 * n ** 0.5) + 8
+    top = (3 * n // 2 if spread == "wide" else int(n + 6 * n ** 0.5)) + 8
     x = torch.randn(top, h, device=dev, dtype=bf16)
     a = torch.randn(top, 2 * f, device=dev, dtype=bf16)  # fc1's output (SwiGLU: 2f)
     y = torch.randn(top, f, device=dev, dtype=bf16)  # the activation's output
@@ -52,26 +64,31 @@ def measure(h: int, f: int, n: int, experts: int, layers: int, rng: random.Rando
     seen: set[tuple[str, int]] = set()
     times: dict[bool, list[float]] = {True: [], False: []}  # new, seen
     new_share: list[float] = []
+    slow_share: list[float] = []  # of the calls at a count seen before, those over SLOW_S
     step_s: list[float] = []
     torch.cuda.synchronize()
-    for _ in range(STEPS):
+    for _ in range(steps):
         t0 = time.perf_counter()
-        fresh = 0
+        fresh = slow = 0
         for _call in range(layers * experts):
-            m = max(1, min(top, round(rng.gauss(n, n ** 0.5))))
+            m = max(1, min(top, draw(rng, n, spread)))
             for name, gemm in gemms:
                 s = time.perf_counter()
                 gemm(m)
+                took = time.perf_counter() - s
                 new = (name, m) not in seen
-                times[new].append(time.perf_counter() - s)
+                times[new].append(took)
                 seen.add((name, m))
                 fresh += new
+                slow += not new and took > SLOW_S
         torch.cuda.synchronize()  # the loss's sync: each micro batch starts with the GPU's queue empty
         step_s.append(time.perf_counter() - t0)
-        new_share.append(fresh / (layers * experts * len(gemms)))
-    row = {"hidden": h, "ffn": f, "tokens": n, "experts": experts, "layers": layers, "steps": STEPS,
+        calls = layers * experts * len(gemms)
+        new_share.append(fresh / calls)
+        slow_share.append(slow / max(1, calls - fresh))
+    row = {"hidden": h, "ffn": f, "tokens": n, "experts": experts, "layers": layers, "steps": steps, "spread": spread,
            "new_calls": len(times[True]), "seen_calls": len(times[False]), "new_share_by_step": new_share,
-           "step_s": step_s}
+           "seen_slow_share_by_step": slow_share, "step_s": step_s}
     for label, new in (("new", True), ("seen", False)):
         if len(times[new]) >= 4:
             quartiles(row, label, times[new])

@@ -150,6 +150,10 @@ def rank(go: str, root: str, args: list[str]) -> None:
 
     if os.environ.get("FAKEPG_FILL") == "1":
         fill_received()
+    for key in sorted(json.loads(os.environ.get("FAKEPG_ENV", "{}"))):  # a plan entry's own environment (_start)
+        print(f"{ENV_LINE} {key}={os.environ[key]}", flush=True)
+    if os.environ.get("FAKEPG_COUNTS"):
+        record_counts(os.environ["FAKEPG_COUNTS"])
     print(IMPORTS_DONE, flush=True)
     while not os.path.exists(go):
         time.sleep(0.1)
@@ -180,6 +184,27 @@ def fill_received() -> None:
     print("# fakepg: FAKEPG_FILL=1, received buffers filled with normal random numbers", flush=True)
 
 
+# the line `fakepg.py rank` prints for each variable a plan entry's "env" sets (tools/validate_timing.py reads it)
+ENV_LINE = "# fakepg: env"
+
+
+def record_counts(path: str) -> None:
+    """A plan entry with "counts" (device call 41): each local experts' forward (Megatron's SequentialMLP) appends the
+    token count of each expert its router gave it, one JSON list a line, to `path`. The dispatcher has moved the
+    counts to the host already (token_dispatcher.py: .cpu()), and SequentialMLP calls .tolist() on them: no sync more."""
+    from megatron.core.transformer.moe import experts
+
+    forward = experts.SequentialMLP.forward
+    out = open(path, "a", buffering=1)
+
+    def counted(self: Any, hidden: Any, tokens_per_expert: Any, probs: Any) -> Any:
+        out.write(json.dumps(tokens_per_expert.tolist()) + "\n")
+        return forward(self, hidden, tokens_per_expert, probs)
+
+    experts.SequentialMLP.forward = counted  # type: ignore[method-assign]
+    print(f"# fakepg: token counts to {path}", flush=True)
+
+
 def _start(r: dict, i: int, logdir: Path, megatron: str, go: Path | None = None
            ) -> tuple[subprocess.Popen, Path, Any]:
     """Start one rank of the plan in a session of its own; its log LOGDIR/<layout>/<stage>-rankN.log.
@@ -191,6 +216,9 @@ def _start(r: dict, i: int, logdir: Path, megatron: str, go: Path | None = None
     env = dict(os.environ, WORLD_SIZE=str(r["world"]), RANK=str(r["rank"]), LOCAL_RANK="0",
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(31000 + i), CUDA_DEVICE_MAX_CONNECTIONS="1")
     env["RUN_ROOT"] = f"/tmp/fakepg/{r['name']}-{r['stage']}"
+    env.update(r.get("env", {}), FAKEPG_ENV=json.dumps(sorted(r.get("env", {}))))  # a plan entry's own variables
+    if r.get("counts"):
+        env["FAKEPG_COUNTS"] = str(d / f"{r['stage']}-counts.jsonl")
     args = [a.replace("$RUN_ROOT", env["RUN_ROOT"]) for a in r["args"]]
     how = "python pretrain_gpt.py" if go is None else "python tools/fakepg.py rank GO MEGATRON"  # the latter runs the former
     log.write(f"# WORLD_SIZE={r['world']} RANK={r['rank']} {how} {shlex.join(args)}\n")
