@@ -571,3 +571,56 @@ def test_call38_gemm_call_table_is_the_traces() -> None:
                   and step["ts"] <= e["ts"] < step["ts"] + step["dur"]) / 1e3
         assert sum(ms for _, ms in trace.launched_by(events).values()) == pytest.approx(gpu)  # type: ignore[attr-defined]
     assert shares[0] < shares[1] < min(shares[2:5]) and max(shares[2:5]) < shares[5]
+
+
+def _counts(name: str) -> list[list[int]]:
+    """Call 41's routers' token counts: one list of the 16 experts' counts a local experts' forward (4 layers x 2 micro
+    batches an iteration, 80 iterations)."""
+    path = HOSTS / "call41" / "fakepg" / name / "first-counts.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_call41_cache_bench_and_runs_are_the_readme_and_its_reading() -> None:
+    """Device call 41 (written down in b033cc2 before it ran): cuBLASLt's heuristics cache is what saves a GEMM call's
+    plan (B1) and a spread of counts outgrows its 8192 entries (B2), but the runs' counts are new rather than evicted,
+    and a large cache moved the job's step by less than the host's drift (R2 fails): nothing changed by the rule."""
+    readme = (HOSTS / "README.md").read_text()
+    rows = {(r["setting"], r["spread"]): r for r in
+            json.loads((HOSTS / "call41" / "cublas_cache-bench.json").read_text())["rows"]}
+    assert len(rows) == 6
+    slow = {k: statistics.mean(r["seen_slow_share_by_step"][-10:]) for k, r in rows.items()}
+    for (setting, spread), r in rows.items():
+        line = (f"| {setting or 'unset'} | {r['capacity']} | {spread} | {r['new_median_s'] * 1e6:.1f} | "
+                f"{r['seen_median_s'] * 1e6:.1f} | {slow[setting, spread] * 100:.1f} % |")
+        assert line.replace("100.0 %", "100 %") in readme, line
+    assert rows[None, "normal"]["capacity"] == 8192
+    assert all(rows["0", s]["seen_median_s"] >= 100e-6 for s in ("normal", "wide"))  # B1
+    assert slow[None, "wide"] >= 0.25 and slow["1048576", "wide"] <= 0.05  # B2
+    assert slow[None, "normal"] <= 0.05 and slow["1048576", "normal"] <= 0.05
+    # R1: the routers' counts, the same in the three runs (one seed), outgrow the default cache six shapes a count
+    runs = ("fpg-moe-e16-f1024-mb16-long", "fpg-moe-e16-f1024-mb16-long-cache", "fpg-moe-e16-f1024-mb16-long-again")
+    for name in runs:
+        counts = _counts(name)
+        assert len(counts) == 640 and all(len(c) == 16 and sum(c) == 16 * 8192 for c in counts)
+        flat = [n for c in counts for n in c]
+        assert 6 * len(set(flat)) > 5 * 8192 and min(flat) < 100 and max(flat) > 29000
+        cv = [statistics.pstdev(c) / statistics.mean(c) for c in counts]
+        assert cv[0] < 0.2 and 0.4 < statistics.median(cv) < 0.5 and cv[-1] > 0.6
+        seen: set[int] = set()
+        new = []
+        for i in range(0, 640, 8):
+            its = [n for c in counts[i:i + 8] for n in c]
+            new.append(sum(n not in seen for n in its) / len(its))
+            seen.update(its)
+        assert all(0.35 < s < 0.55 for s in new[-10:])  # counts never met before, not evicted ones
+    # the runs' table; R2: the large cache within the host's drift of the two default runs
+    before = predicted(HOSTS / "call41" / "predicted-before.txt")["fpg-moe-e16-f1024-mb16-long/first"]
+    late = {}
+    for name in runs:
+        its = [ms for ms in steady(HOSTS / "call41" / "fakepg" / name / "first-rank0.log")]
+        assert len(its) == 77
+        m, late[name] = statistics.median(its), statistics.median(its[37:])
+        assert (f"| call41/{name}/first | {m:.1f} | {statistics.median(its[:27]):.1f} | {late[name]:.1f} | {before:.0f} | "
+                f"{(before / m - 1) * 100:+.1f}% |") in readme
+    default = (late[runs[0]] + late[runs[2]]) / 2
+    assert abs(late[runs[1]] / default - 1) < 0.05 < abs(late[runs[2]] / late[runs[0]] - 1)

@@ -315,11 +315,12 @@ def test_gpu_bound_runs_hold_the_committed_worst() -> None:
     assert max(abs(r["error"]) for r in gpu) <= 0.30
 
 
-KEPT_RANKS = 46  # the counted fake-process-group ranks: call 29's 13, call 30's 7, call 31's 4, calls 32, 34, 35, 37 and 40's 4 each, two one-stage
+KEPT_RANKS = 49  # the counted fake-process-group ranks: call 29's 13, call 30's 7, call 31's 4, calls 32, 34, 35, 37 and 40's 4 each,
+# call 41's 3, two one-stage
 # the fake-process-group ranks with a pipeline stage beside them that ran on the fake receive's unfilled buffer
 # (device calls 26 and 27) and those without one
 ONE_STAGE = {"call26/fpg-tp8-h8192/first", "call27/fpg-tp2-s8192/first"}
-# Megatron's local experts (calls 31, 32, 34, 35 and 37): each expert's host time measured on
+# Megatron's local experts (calls 31, 32, 34, 35, 37 and 41): each expert's host time measured on
 # Megatron's SequentialMLP (host_time.LOCAL_EXPERT_SHARE, call 34), its forward's beyond its GPU time waited for, its
 # backward's beside the GPU (host_time.LOCAL_EXPERT_FORWARD_SHARE, call 35)
 LOCAL_EXPERT_RANKS = {"call31/fpg-moe16-pp4/first", "call31/fpg-moe16-pp4/last", "call32/fpg-moe-e8/first",
@@ -327,7 +328,9 @@ LOCAL_EXPERT_RANKS = {"call31/fpg-moe16-pp4/first", "call31/fpg-moe16-pp4/last",
                       "call34/fpg-moe-e32/first", "call34/fpg-moe-e32-autogc/first", "call34/fpg-moe-e60-qwen/first",
                       "call34/fpg-moe-h1024-e16/first", "call35/fpg-moe-e32/first", "call35/fpg-moe-e32-mb4/first",
                       "call35/fpg-moe-e16-v256k/first", "call35/fpg-moe-e48-l8/first", "call37/fpg-moe-e8-f4096/first",
-                      "call37/fpg-moe-e16-gelu/first", "call37/fpg-moe-e16-f1024-mb16/first", "call37/fpg-moe-e32-mb4/first"}
+                      "call37/fpg-moe-e16-gelu/first", "call37/fpg-moe-e16-f1024-mb16/first", "call37/fpg-moe-e32-mb4/first",
+                      "call41/fpg-moe-e16-f1024-mb16-long/first", "call41/fpg-moe-e16-f1024-mb16-long-cache/first",
+                      "call41/fpg-moe-e16-f1024-mb16-long-again/first"}
 
 
 def test_ranks_of_multi_gpu_layouts_alone_hold_their_compute() -> None:
@@ -343,7 +346,8 @@ def test_ranks_of_multi_gpu_layouts_alone_hold_their_compute() -> None:
     assert all(r["contended"] for r in ranks if r["void"])  # contended rows are never fitted (fit_idx) or counted
     kept = [r for r in ranks if not r["void"]]
     assert {r["name"].split("/")[0] for r in kept if r["name"] not in ONE_STAGE} == {"call29", "call30", "call31", "call32",
-                                                                                     "call34", "call35", "call37", "call40"}
+                                                                                     "call34", "call35", "call37", "call40",
+                                                                                     "call41"}
     assert len(kept) >= KEPT_RANKS and not any(r["contended"] for r in kept)
     # dense: within 6 %; the Mixtral-shaped MoE (2048 tokens an expert, GPU-bound: the measured expert host time all
     # behind its GPU time) -12 and -5 %, where the profiled per-call figure's wait had put them within 4 %
@@ -356,9 +360,10 @@ def test_ranks_of_multi_gpu_layouts_alone_hold_their_compute() -> None:
     # 35): call 32's sweep 5-25 % under, call 34's within 19 %, call 35's 48-expert job 39 % over and its other three
     # 10-12 % under; call 37's four 8-30 % under (the most tokens an expert, 8192, the most under: the share of
     # token counts cuBLAS has not planned, calls 38-39); call 31's 16-expert first stage 26 % under, its last (with the
-    # head's GPU work beside the experts') within 6 %
+    # head's GPU work beside the experts') within 6 %; call 37's worst job for 80 iterations on call 41's host 3-9 % under
     local = {r["name"]: r["error"] for r in kept if r["name"] in LOCAL_EXPERT_RANKS}
-    assert len(local) == 18 and all(-0.31 < e < 0.40 for e in local.values()), local
+    assert len(local) == 21 and all(-0.31 < e < 0.40 for e in local.values()), local
+    assert all(-0.10 < e < 0 for n, e in local.items() if n.startswith("call41"))
     assert min(local, key=lambda n: local[n]) == "call37/fpg-moe-e16-f1024-mb16/first"
     assert all(-0.25 < e < 0 for n, e in local.items() if n.startswith("call32"))
     assert max(local, key=lambda n: local[n]) == "call35/fpg-moe-e48-l8/first"

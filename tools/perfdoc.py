@@ -595,7 +595,17 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "  has not planned (10 to 82 % in the six profiled steps, tools/trace_summary.py --calls aten::mm), each 150 us",
         "  more than a planned one (call 39). That share is the run's routing (balanced draws plan nearly every count",
         "  within 20 micro batches; the runs still met new ones at 10-82 % at iteration 10) and falls as a run goes on: no",
-        "  term prices it, and LOCAL_EXPERT_SHARE's bench, with changing counts, sits between. Before call 35,",
+        "  term prices it, and LOCAL_EXPERT_SHARE's bench, with changing counts, sits between. Call 41 logged the routers'",
+        "  counts (tools/fakepg.py record_counts) over 80 iterations of fpg-moe-e16-f1024-mb16: 59 to 29871 tokens an expert",
+        "  around 8192, about 6,900 distinct counts, spreading as the router trains (a forward's coefficient of variation",
+        "  0.18 -> 0.67), 38-51 % of an iteration's counts never met before at iterations 71-80. The slow call is",
+        "  cuBLASLt's heuristics query (tools/cublas_cache_bench.py: with its cache off every call takes 130 us), but the",
+        "  counts are new, not evicted from its 8192 entries: a cache of 1048576 moved the job by less than the host's",
+        "  drift between its two default runs (by the rule written down, nothing changed). On that host the job ran",
+        f"  {loo_error(result, 'call41/fpg-moe-e16-f1024-mb16-long/first')}, "
+        f"{loo_error(result, 'call41/fpg-moe-e16-f1024-mb16-long-cache/first')} and "
+        f"{loo_error(result, 'call41/fpg-moe-e16-f1024-mb16-long-again/first')} from the model (1-10 % over iterations",
+        "  41-80; its first 30 iterations 3-19 % slower than its next 50). Before call 35,",
         "  call 31's 16-expert ranks, the last stage with the head's GPU work on top of the first's, ran faster than",
         f"  the first ({loo_error(result, 'call31/fpg-moe16-pp4/first')} and {loo_error(result, 'call31/fpg-moe16-pp4/last')}), "
         "and the Mixtral-shaped ranks, 8 experts of 2048 tokens,",
@@ -674,11 +684,10 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "  1.42 (a step paced by the loader swings 32-179 ms); the compiler now turns the mask off, so only specs",
         "  that keep it (--reset-attention-mask) depend on it.",
         "- nccl-tests on one worker's 8 GPUs and across two workers (no multi-GPU machine was lent).",
-        "- The local experts' host side (calls 37-39: their GPU side holds within 5 %): the routers' token counts a run",
-        "  meets, iteration by iteration (a hook on the token dispatcher's tokens_per_expert; Megatron logs",
-        "  none), beside its step times, to price the share of counts cuBLAS has not planned (150 us a call,",
-        "  call 39) from the routing a run has, and a run of a few hundred iterations to see the steady state a long",
-        "  job reaches; and whether the experts' backward host work sits beside queued GPU work (calls 35-36).",
+        "- The local experts' host side (calls 37-41: their GPU side holds within 5 %): call 41's routers met new token",
+        "  counts at 38-51 % at iteration 80 on mock data; how a router spreads its tokens on a real corpus, and over",
+        "  thousands of iterations, decides what its plans cost (110-150 us more a new count's GEMM call, calls 39 and 41), and",
+        "  whether the experts' backward host work sits beside queued GPU work (calls 35-36).",
         "",
     ]
     return "\n".join(lines)

@@ -48,6 +48,7 @@ from compiler.megatron.schedule import bubble_fraction  # noqa: E402
 from compiler.megatron.data_loader import loader_seconds  # noqa: E402
 from compiler.megatron.timing import (FUSED_ATTENTION_SCORE_S, Parallel, iteration_tensors, pace,  # noqa: E402
                                       step_time)
+from fakepg import ENV_LINE  # noqa: E402
 from measurements import parse_args_dump  # noqa: E402
 
 FIX = REPO / "tests" / "fixtures"
@@ -185,8 +186,9 @@ def load_runs() -> list[Run]:
         steady = steady_iterations(text, "")
         if not args or not params or len(steady) < 2:
             continue
+        why = "; ".join(x for x in (unpriced(args), unpriced_env(text)) if x)
         runs.append(Run(name, str(log.relative_to(REPO)), args, max(params), statistics.median(steady) / 1e3,
-                        len(steady), False, unpriced(args), 1,
+                        len(steady), False, why, 1,
                         _optimizer(text), stage,
                         void_data(text, _i(args, "pipeline_model_parallel_size", 1) > 1)))
     return runs
@@ -201,6 +203,13 @@ UNPRICED = {
 
 def unpriced(args: dict[str, str]) -> str:
     return "; ".join(why for key, why in UNPRICED.items() if _b(args, key))
+
+
+def unpriced_env(text: str) -> str:
+    """A fake-process-group rank's environment variables its plan entry set (tools/fakepg.py ENV_LINE), which the
+    model does not price (call 41's CUBLASLT_HEURISTICS_CACHE_CAPACITY)."""
+    found = [line[len(ENV_LINE):].strip() for line in text.splitlines() if line.startswith(ENV_LINE)]
+    return f"run with {', '.join(found)} in its environment, which the model does not price" if found else ""
 
 
 def _b(args: dict[str, str], key: str) -> bool:
