@@ -14,13 +14,13 @@ import re
 import typing
 from typing import Any, Callable
 
-import yaml
 
 from ..diagnostics import Diagnostic, Span, make_error
 from . import inputs
+from ..schema.formats import printable
 from .discover import leaves, trusted_root
 from .override import Override
-from .source import Location, ScalarSpelling, SourceDoc, load_file
+from .source import Location, ScalarSpelling, SourceDoc, load_file, load_value
 
 EXTENDS = "extends"
 URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # https://, s3://, git+ssh://: not a path
@@ -30,13 +30,17 @@ MAX_EXTENDS_DEPTH = 16
 class Composed:
     """What composing a spec gave: the document (None on errors), diagnostics, and the bases used."""
 
-    __slots__ = ("doc", "diagnostics", "bases", "root")
+    __slots__ = ("doc", "diagnostics", "bases", "root", "resolved")
 
     def __init__(self, doc: SourceDoc | None, root: str = "/") -> None:
         self.doc = doc
         self.root = root  # the repository (or the spec's directory): a linked base must stay inside
         self.diagnostics: list[Diagnostic] = []
         self.bases: list[str] = []  # real paths of every base file used
+        # each base composed once per spec (its real path -> the composed base, None on errors): a diamond of
+        # extends (two bases extending one) would otherwise compose the shared one once per path to it,
+        # exponentially many times in the depth
+        self.resolved: dict[str, SourceDoc | None] = {}
 
 
 _bases: dict[tuple[str, str], tuple[object, SourceDoc | None, list[Diagnostic]]] = {}
@@ -157,6 +161,11 @@ def _resolve(path: str, display: str, stack: tuple[str, ...], out: Composed) -> 
     ok = True
     for index, entry in enumerate(entries):
         where = (EXTENDS,) if isinstance(raw, str) else (EXTENDS, index)
+        if printable(entry) != entry:  # a NUL or a newline: no file is named so, and os.path refuses the NUL
+            out.diagnostics.append(_error_at(doc, where, "extends-not-spec", f"extends: {printable(entry)!r} holds a "
+                                             "control character; it was not read", "extends: base.yaml"))
+            ok = False
+            continue
         base_path = os.path.normpath(os.path.join(os.path.dirname(path), entry))
         base_display = posixpath.normpath(posixpath.join(posixpath.dirname(display), entry))
         real = os.path.realpath(base_path)
@@ -167,7 +176,9 @@ def _resolve(path: str, display: str, stack: tuple[str, ...], out: Composed) -> 
             ok = False
             continue
         out.bases.append(real)
-        base = _resolve(base_path, base_display, stack + (real,), out)
+        if real not in out.resolved:
+            out.resolved[real] = _resolve(base_path, base_display, stack + (real,), out)
+        base = out.resolved[real]
         if base is None:
             ok = False
             continue
@@ -215,11 +226,12 @@ def apply_override(doc: SourceDoc, override: Override,
     if expects_string(parts):
         value: Any = text
     else:
-        try:
-            value = yaml.safe_load(text) if text else None
-        except yaml.YAMLError as exc:
-            problem = getattr(exc, "problem", None) or "invalid YAML"
-            return None, error(f"the value of --set {key} is not valid YAML: {problem}", value_column)
+        # the spec loader's rules and limits (tags, aliases, nesting, integers), not yaml.safe_load's
+        value, problems = load_value(origin, text)
+        errors = [d for d in problems if d.is_error]
+        if errors:
+            return None, error(f"the value of --set {key} is not a spec value: {errors[0].message}", value_column,
+                               errors[0].hint)
     data = deep_merge(doc.data, _nest(parts, value))
     span = Span(1, value_column, 1, value_column + len(text))
     values = {p: loc for p, loc in doc.values.items() if p[: len(parts)] != parts}

@@ -78,7 +78,16 @@ def specs_in(directory: str) -> list[str]:
     """The spec files of a directory, sorted."""
     with os.scandir(directory) as entries:
         return sorted(os.path.join(directory, e.name) for e in entries
-                      if e.name.endswith(SPEC_SUFFIXES) and e.is_file())
+                      if e.name.endswith(SPEC_SUFFIXES) and _is_file(e))
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    """A directory entry that is a file, or a link to one; a link that loops or dangles is listed, and its compile
+    says it cannot read it, located."""
+    try:
+        return entry.is_file() or entry.is_symlink()
+    except OSError:
+        return True
 
 
 def find_specs(arguments: list[str]) -> tuple[list[str], list[str], set[str]]:
@@ -127,7 +136,7 @@ def bases_of(specs: list[str]) -> set[str]:
         entries = extends_in(text)
         directory = os.path.dirname(path)
         for entry in entries:
-            if (directory, entry) not in seen:
+            if (directory, entry) not in seen and "\0" not in entry:  # the compile refuses a NUL, located
                 seen.add((directory, entry))
                 bases.add(os.path.realpath(os.path.join(directory, entry)))
     return bases

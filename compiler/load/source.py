@@ -16,6 +16,7 @@ import yaml
 
 from ..tuples import NamedTuple
 from ..diagnostics import Diagnostic, Span, make_error
+from ..schema.formats import printable
 from .inputs import read_bytes
 
 try:  # the C parser is several times faster and gives the same marks
@@ -48,6 +49,7 @@ KeyPath = tuple[str | int, ...]
 # A small spec has a few hundred nodes; this bounds what anchors and aliases can expand into.
 MAX_NODES = 20_000
 MAX_YAML_DEPTH = 64
+MAX_INT_BITS = 256  # an integer spec value past 2**256 is a typo, and prints as nothing Python will print
 
 _STR = "tag:yaml.org,2002:str"
 _INT = "tag:yaml.org,2002:int"
@@ -230,6 +232,10 @@ class _Builder:
                 value = _constructor.construct_yaml_bool(node)
             elif tag == _INT:
                 value = _constructor.construct_yaml_int(node)
+                if value.bit_length() > MAX_INT_BITS:  # 0x... and 0o... of any length: Python prints none past 4300 digits
+                    self.error("yaml-tag", f"{node.value[:24]}... is too large an integer for any spec value", node, path,
+                               hint="no size, count or limit of a job has more than a few dozen digits")
+                    return None
             elif tag == _FLOAT:
                 value = _constructor.construct_yaml_float(node)
             else:
@@ -292,10 +298,10 @@ def decode(file: str, raw: bytes) -> tuple[str | None, list[Diagnostic]]:
     return text, []
 
 
-def load_text(file: str, text: str) -> tuple[SourceDoc | None, list[Diagnostic]]:
-    """YAML text -> SourceDoc, or the diagnostics that explain why there is none."""
+def _compose(file: str, text: str) -> tuple[list[yaml.Node] | None, list[Diagnostic]]:
+    """YAML text -> its documents' nodes, or the diagnostic that explains why there are none."""
     try:
-        documents = list(yaml.compose_all(text, Loader=_Loader))
+        return list(yaml.compose_all(text, Loader=_Loader)), []
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = _clamp(text, mark.line, mark.column) if mark else (None, None)
@@ -319,6 +325,32 @@ def load_text(file: str, text: str) -> tuple[SourceDoc | None, list[Diagnostic]]
         return None, [_file_error(
             file, "yaml-alias-limit", "the document nests too deeply to read", line=1, column=1,
         )]
+
+
+def load_value(file: str, text: str) -> tuple[Any, list[Diagnostic]]:
+    """One YAML value (a --set value) -> its data under the spec loader's rules and limits (tags, keys, aliases,
+    nesting, integers), or the diagnostics; an empty text is null."""
+    documents, diags = _compose(file, text)
+    if documents is None:
+        return None, diags
+    documents = [d for d in documents if d is not None]
+    if not documents:
+        return None, []
+    builder = _Builder(file, text)
+    try:
+        value = builder.build(documents[0], ())
+    except _Abort:
+        return None, builder.diags
+    if len(documents) > 1:
+        return None, [_file_error(file, "yaml-multi-document", "the value holds more than one YAML document")]
+    return value, builder.diags
+
+
+def load_text(file: str, text: str) -> tuple[SourceDoc | None, list[Diagnostic]]:
+    """YAML text -> SourceDoc, or the diagnostics that explain why there is none."""
+    documents, diags = _compose(file, text)
+    if documents is None:
+        return None, diags
     documents = [d for d in documents if d is not None]
     if not documents:
         return None, [_file_error(
@@ -352,6 +384,10 @@ def load_text(file: str, text: str) -> tuple[SourceDoc | None, list[Diagnostic]]
 def load_file(path: str, display: str | None = None) -> tuple[SourceDoc | None, list[Diagnostic]]:
     """Read a spec from disk; `display` is the name diagnostics print (defaults to `path`)."""
     file = display or path
+    if printable(file) != file:  # the path is echoed into generated comments and shell words, each one line
+        return None, [_file_error(printable(file), "file-unreadable",
+                                  "a spec's file name may not hold a control character (a newline, a tab, ...)",
+                                  hint="rename the file")]
     try:
         raw = read_bytes(path)
     except OSError as exc:

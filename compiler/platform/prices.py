@@ -16,6 +16,7 @@ from typing import Any
 from ..tuples import NamedTuple
 from ..diagnostics import Diagnostic, make_error
 from ..load.source import SourceDoc
+from ..schema.formats import printable
 
 ANY_ENGINE = "any"
 _AWS = ("Amazon EC2 Capacity Blocks for ML pricing, aws.amazon.com/ec2/capacityblocks/pricing/, "
@@ -39,6 +40,7 @@ PRICES: tuple[PriceRow, ...] = (
 )
 
 _FIELDS = ("gpu", "engine", "per_gpu_hour", "currency", "date", "source")
+MAX_PER_GPU_HOUR = 1e6  # no GPU rents for more an hour; past it a typo, and float() of a huge int overflows
 
 
 class Cost(NamedTuple):
@@ -84,8 +86,11 @@ def _row_problem(row: Any) -> str | None:
     if unknown:
         return f"the price row has unknown keys {', '.join(map(str, unknown))}"
     value = row["per_gpu_hour"]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        return f"per_gpu_hour must be a non-negative number, got {value!r}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_PER_GPU_HOUR:
+        return f"per_gpu_hour must be a number from 0 to {MAX_PER_GPU_HOUR:g}, got {value!r}"
+    for field in ("gpu", "engine", "currency", "date", "source"):  # printed into plan.md's one-line cost
+        if isinstance(row[field], str) and printable(row[field]) != row[field]:
+            return f"{field} holds a control character: {printable(row[field])!r}"
     return None
 
 

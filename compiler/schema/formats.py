@@ -28,6 +28,12 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\xad\u034f\u115f\u1160\u17b4\u17b5\u18
                      r"\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\uffa0\ufeff\ufff0-\ufff8\U000e0100-\U000e01ef]")
 
 
+def printable(text: str) -> str:
+    """`text` with each control or format character written as its escape (a newline as \\n): a file name or a --set
+    line that a generated comment echoes, which must stay one line."""
+    return CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 def _describe(char: str) -> str:
     """'\\n' for a C0/C1 control character; '\\u202e' (U+202E RIGHT-TO-LEFT OVERRIDE) for a format character."""
     if ord(char) < 0xa0:

@@ -262,7 +262,8 @@ class Stop(_Section):
 
     time_limit_minutes: int | None = Field(default=None, ge=1)  # an engine with no limit setting (AIStudio)
     grace_seconds: int | None = Field(default=None, ge=1, le=65535)  # signal to kill; default: the adapter's
-    write_gb_s: float | None = Field(default=None, gt=0)  # checkpoint write rate, all ranks (default 1.0)
+    # checkpoint write rate, all ranks (default 1.0): 1 MB/s to 100 TB/s, past either end a typo (a denormal overflowed)
+    write_gb_s: float | None = Field(default=None, ge=1e-3, le=1e5)
 
 
 class SlurmContainer(_Section):

@@ -10,7 +10,7 @@ from . import formats, records
 
 PYDANTIC = '2.14.4'
 PYDANTIC_CORE = '2.50.5'
-KEY = 'd92f72c95dd73afd07bdd7e5e0020894'
+KEY = 'dc6d823107a98f2588b2f8b9bfdc2f7c'
 
 
 def schema() -> dict[str, Any]:
@@ -1093,7 +1093,8 @@ def schema() -> dict[str, Any]:
                                                                                                'schema': {'type': 'default',
                                                                                                           'schema': {'type': 'nullable',
                                                                                                                      'schema': {'type': 'float',
-                                                                                                                                'gt': 0}},
+                                                                                                                                'ge': 0.001,
+                                                                                                                                'le': 100000.0}},
                                                                                                           'default': None}}},
                                                                      'model_name': 'Stop',
                                                                      'computed_fields': []},
