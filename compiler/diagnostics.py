@@ -172,12 +172,13 @@ CODES: dict[str, str] = {
     "artifact-stale": "a committed artifact differs from what its spec compiles to",
     "artifact-missing": "an artifact its spec compiles to is not on disk",
     "artifact-extra": "a file in a spec's output directory that the spec does not produce",
+    "calibrate-log": "a log given to `megatron-compile calibrate` has no steady iterations of the spec's job",
 }
 
 # Codes about files on disk rather than a spec's content; tests/bad_specs/ covers all the others.
 OUTPUT_CODES = frozenset({"price-table", "guardrails-file", "guardrail-cost", "guardrail-memory",
                           "guardrail-gpu-hours", "diff-git", "set-value", "file-unreadable", "not-generated-file", "write-failed", "output-conflict", "no-specs",
-                          "artifact-stale", "artifact-missing", "artifact-extra", "image-unpinned"})
+                          "artifact-stale", "artifact-missing", "artifact-extra", "image-unpinned", "calibrate-log"})
 
 
 def dotted(path: Iterable[str | int]) -> str:

@@ -8,6 +8,7 @@ report as comments at its top) and is the command line.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from pathlib import Path
 from typing import TextIO
@@ -50,6 +51,22 @@ def import_script(script: Path, name: str, positional: list[str] | None = None,
     return to_spec(record_script(script, positional or [], env, timeout=timeout, cwd=cwd), name)
 
 
+# --timeout's most: an hour is more than any launch script takes to reach its launcher under the stubs
+MAX_TIMEOUT_S = 3600.0
+
+
+def _timeout(text: str) -> float:
+    """--timeout: seconds, finite, above 0 and at most MAX_TIMEOUT_S (nan, inf, 1e400, 0 or -1 is a usage error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number of seconds") from None
+    if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"{text[:40]} is not a number of seconds above 0 and at most "
+                                         f"{MAX_TIMEOUT_S:g}")
+    return value
+
+
 def main(argv: list[str], out: TextIO, err: TextIO) -> int:
     """`megatron-compile import SCRIPT -o specs/NAME.yaml [--extends BASE] [-- SCRIPT-ARGS…]`."""
     parser = argparse.ArgumentParser(
@@ -67,8 +84,8 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
     parser.add_argument("--cwd", metavar="DIR",
                         help="where the script runs: relative, a directory inside a placeholder Megatron-LM root "
                         "(default: that root, holding its entry points); absolute, a real directory")
-    parser.add_argument("--timeout", type=float, default=30, metavar="SECONDS",
-                        help="stop a script still running after this long (default 30)")
+    parser.add_argument("--timeout", type=_timeout, default=30, metavar="SECONDS",
+                        help=f"stop a script still running after this long (default 30, at most {MAX_TIMEOUT_S:g})")
     parser.add_argument("--force", action="store_true", help="overwrite the output file")
     parser.epilog = "Positional parameters for the script follow `--`: import run.sh -o specs/x.yaml -- /ckpt /data"
     script_args: list[str] = []

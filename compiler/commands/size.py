@@ -4,6 +4,11 @@ GPU, ranked by estimated time per iteration or GPU-hours, each with the --set li
     megatron-compile size SPEC [--gpu h200] [--max-gpus N] [--gpus-per-worker 8] [--top K]
                                [--rank time|gpu-hours] [--explain-rank] [--format text|json]
 
+--max-gpus is at most MAX_GPUS (16384: the largest world a spec can give, 1024 workers of 16 GPUs),
+--gpus-per-worker at most 16 (the spec's own limit), --top at most MAX_TOP; each at least 1. A value
+outside is a usage error (exit 2). With --format json stdout is one JSON object whatever happens after
+the arguments are parsed: the layouts, or {"ok": false, "diagnostics": [...]} (exit 1, 2 for --gpu).
+
 Three stages, cheapest first: `candidate_layouts` enumerates the layouts Megatron's own divisibility
 rules allow (a pure function of the model's shape and the batch); the memory estimator and the
 step-time model size each (no compile); then, in rank order, each candidate's overrides go through
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from typing import Any, TextIO
 
 from ..tuples import NamedTuple
@@ -28,7 +34,7 @@ from ..one_pass import compile_spec
 from ..schema.record import new, replace
 from ..schema.records import JobSpec, Recompute
 from ..megatron.gpus import Gpu, gpu_named, gpu_of_flavor
-from ..diagnostics import format_text
+from ..diagnostics import Diagnostic, format_text, make_error, to_json_obj
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 MICRO_BATCHES = (1, 2, 4, 8)
@@ -36,6 +42,11 @@ CONTEXT_SIZES = (1, 2, 4, 8)
 RECOMPUTE = (None, "selective", "full")
 # memory-near-capacity warns above 90 % of the GPU (rules.py check_memory): a clean compile needs less
 CLEAN_PEAK_FRACTION = 0.9
+# the options' bounds: the largest world and worker a spec can give (schema/models.py Resources: 1024 workers of at
+# most 16 GPUs), and more layouts than anyone reads (each one printed is one more compile)
+MAX_GPUS = 1024 * 16
+MAX_GPUS_PER_WORKER = 16
+MAX_TOP = 1000
 
 
 def compile_candidate(path: str, display: str, overrides: tuple[str, ...]) -> list[Any]:
@@ -119,10 +130,33 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def world_shapes(max_gpus: int, gpus_per_worker: int) -> list[tuple[int, int]]:
-    """(workers, GPUs per worker): one worker with 1, 2, 4 … GPUs below a full one, then whole workers."""
+def _divisors_of(n: int) -> set[int]:
+    """The divisors of n (n >= 1), in O(sqrt n)."""
+    out: set[int] = set()
+    for d in range(1, math.isqrt(n) + 1):
+        if n % d == 0:
+            out.update((d, n // d))
+    return out
+
+
+def possible_worlds(model: ModelFacts, global_batch: int, gpus_per_worker: int) -> set[int]:
+    """Every world size a layout can have: TP x PP x CP x DP with TP a divisor of the worker's GPUs, PP of the
+    layers, CP one of CONTEXT_SIZES and DP of the global batch (batch_splits: global % (micro x DP) == 0). A
+    superset of candidate_layouts' worlds, and as small whatever --max-gpus is."""
+    splits = {tp * pp * cp for tp in _divisors(gpus_per_worker) for pp in _divisors(model.num_layers)
+              for cp in CONTEXT_SIZES}
+    return {m * dp for m in splits for dp in _divisors_of(global_batch)} if global_batch >= 1 else set()
+
+
+def world_shapes(max_gpus: int, gpus_per_worker: int, worlds: set[int] | None = None) -> list[tuple[int, int]]:
+    """(workers, GPUs per worker): one worker with 1, 2, 4 … GPUs below a full one, then whole workers; with
+    `worlds`, only the whole-worker shapes whose world is one of them (possible_worlds), whatever max_gpus is."""
     shapes = [(1, g) for g in (1, 2, 4, 8, 16) if g < gpus_per_worker and g <= max_gpus]
-    shapes += [(w, gpus_per_worker) for w in range(1, max_gpus // gpus_per_worker + 1)]
+    if worlds is None:
+        shapes += [(w, gpus_per_worker) for w in range(1, max_gpus // gpus_per_worker + 1)]
+    else:
+        shapes += [(w // gpus_per_worker, gpus_per_worker) for w in sorted(worlds)
+                   if w % gpus_per_worker == 0 and 0 < w <= max_gpus]
     return shapes
 
 
@@ -140,7 +174,8 @@ def candidate_layouts(model: ModelFacts, global_batch: int, max_gpus: int,
     one worker; memory and the compiler's other rules are checked later."""
     out: list[Candidate] = []
     groups = model.num_query_groups
-    for workers, gpw in world_shapes(max_gpus, gpus_per_worker):
+    worlds = possible_worlds(model, global_batch, gpus_per_worker)
+    for workers, gpw in world_shapes(max_gpus, gpus_per_worker, worlds):
         world = world_size(workers, gpw)
         for tp in _divisors(gpw):
             # the rules' own predicates (megatron/divisibility.py), each citing Megatron's line
@@ -319,13 +354,29 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
 
+def _count(most: int) -> Any:
+    """An argparse type: a whole number from 1 to `most`; anything else is a usage error naming the option."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number") from None
+        if not 1 <= value <= most:
+            raise argparse.ArgumentTypeError(f"{text[:40]} is outside 1 to {most}")
+        return value
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="megatron-compile size", description=__doc__.splitlines()[0])
     p.add_argument("spec", metavar="SPEC")
     p.add_argument("--gpu", help="GPU type (h200, h100, a100, h20, l40s); default: the spec's worker flavor, else h200")
-    p.add_argument("--max-gpus", type=int, help="most GPUs to use (default: the spec's world size)")
-    p.add_argument("--gpus-per-worker", type=int, default=8, help="GPUs per worker for multi-worker layouts (default 8)")
-    p.add_argument("--top", type=int, default=10, metavar="K", help="how many layouts to print (default 10)")
+    p.add_argument("--max-gpus", type=_count(MAX_GPUS), metavar="N",
+                   help=f"most GPUs to use, 1 to {MAX_GPUS} (default: the spec's world size)")
+    p.add_argument("--gpus-per-worker", type=_count(MAX_GPUS_PER_WORKER), default=8, metavar="N",
+                   help=f"GPUs per worker for multi-worker layouts, 1 to {MAX_GPUS_PER_WORKER} (default 8)")
+    p.add_argument("--top", type=_count(MAX_TOP), default=10, metavar="K",
+                   help=f"how many layouts to print, 1 to {MAX_TOP} (default 10)")
     p.add_argument("--rank", choices=("time", "gpu-hours"), default="time", help="rank by time per iteration or GPU-hours")
     p.add_argument("--explain-rank", action="store_true", help="show each term (compute, bubble, communication)")
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -340,34 +391,42 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
         return int(exc.code or 0)
 
     display = args.spec
+
+    def fail(diags: list[Diagnostic], text: str, code: int = EXIT_FAIL) -> int:
+        """The diagnostics: one JSON object on stdout with --format json, else `text` on stderr."""
+        if args.format == "json":
+            json.dump({"ok": False, "spec": display, "diagnostics": [to_json_obj(d) for d in diags]}, out, indent=1)
+            out.write("\n")
+        else:
+            err.write(text)
+        return code
+
     base = compile_spec(args.spec, display, render_files=False)
     if not base.ok:
-        err.write(format_text([d for d in base.diagnostics]) + "\n")
-        return EXIT_FAIL
+        diags = list(base.diagnostics) or [make_error("file-unreadable", "does not compile", file=display)]
+        return fail(diags, format_text(diags) + "\n")
     spec = base.spec
     assert spec is not None  # a spec that compiled
     if base.facts is not None and base.facts.training is not None:
         spec = replace(spec, training=base.facts.training)  # init_from's derived model filled in
     t = spec.training
     if t.model is None or t.batch is None or t.model.num_layers is None or t.model.num_attention_heads is None:
-        err.write(f"{display}: size needs a pretrain_gpt.py spec with training.model and training.batch\n")
-        return EXIT_FAIL
+        message = "size needs a pretrain_gpt.py spec with training.model and training.batch"
+        return fail([make_error("pretrain-missing-section", message, file=display)], f"{display}: {message}\n")
     try:
         gpu = gpu_named(args.gpu) if args.gpu else (gpu_of_flavor(spec.resources.worker_flavor) or gpu_named("h200"))
     except KeyError as exc:
-        err.write(f"megatron-compile size: {exc.args[0]}\n")
-        return EXIT_USAGE
+        return fail([make_error("value", f"--gpu: {exc.args[0]}", file=display)],
+                    f"megatron-compile size: {exc.args[0]}\n", EXIT_USAGE)
+    # the spec's world is within MAX_GPUS (the schema's limits), and --max-gpus is (_count)
     max_gpus = args.max_gpus or world_size(spec.resources.workers, spec.resources.gpus_per_worker)
-    if max_gpus < 1 or args.gpus_per_worker < 1 or args.top < 1:
-        err.write("megatron-compile size: --max-gpus, --gpus-per-worker and --top must be positive\n")
-        return EXIT_USAGE
     chosen, enumerated, fit = ranked_layouts(args.spec, display, spec, gpu, max_gpus, args.gpus_per_worker,
                                              args.top, args.rank)
     groups = tie_groups(chosen, MODEL_ERROR)
     tie_of = {rank: g for g, members in enumerate(groups, 1) for rank in members}
     rows = [_row(i, s, _overrides(s.candidate, spec, gpu), t.model.num_layers, tie_of[i]) for i, s in enumerate(chosen, 1)]
     if args.format == "json":
-        json.dump({"spec": display, "gpu": gpu.name, "max_gpus": max_gpus, "gpus_per_worker": args.gpus_per_worker,
+        json.dump({"ok": bool(rows), "spec": display, "gpu": gpu.name, "max_gpus": max_gpus, "gpus_per_worker": args.gpus_per_worker,
                    "rank_by": args.rank, "enumerated": enumerated, "fit": fit,
                    "utilisation": chosen[0].step.utilisation if chosen else None,
                    "utilisation_source": chosen[0].step.utilisation_source if chosen else None,

@@ -17,9 +17,15 @@ from typing import Any, Callable
 from ..tuples import NamedTuple
 
 # Megatron's iteration line (training.py training_log; the timestamp before it where it prints one) and its argument
-# dump (arguments.py _print_args)
-ITERATION = re.compile(r"(?:\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\])? iteration +(\d+)/ *\d+ \|.*\| "
-                       r"elapsed time per iteration \(ms\): ([\d.]+)")
+# dump (arguments.py _print_args). A line is its first ITERATION head and its last ELAPSED after that head's `|`,
+# matched apart, line by line: one pattern `head.*| elapsed` backtracks over the whole line at every head, quadratic
+# in a line of many heads. ASCII digits only, the iteration's at most ITERATION_DIGITS (int() refuses 4,300), and a
+# time that is one number (`.` or `1.2.3` is none): whatever a log holds, float() and int() take what is captured.
+ITERATION_DIGITS = 18
+ITERATION = re.compile(r"(?:\[([0-9]{4}-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9]\.[0-9]+)\])? "
+                       rf"iteration +([0-9]{{1,{ITERATION_DIGITS}}})/ *[0-9]+ \|")
+ELAPSED_TEXT = "| elapsed time per iteration (ms): "
+ELAPSED = re.compile(re.escape(ELAPSED_TEXT) + r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?![0-9.])")
 ARGUMENT = re.compile(r"^  (\w+) \.+ (.*)$")
 # the run's warm-up: its first logged interval and the iterations to the 3rd (the allocator, cuDNN's and NCCL's setup)
 WARMUP_ITERATIONS = 3
@@ -50,9 +56,27 @@ def steady_iterations(text: str, after: str = "") -> list[float]:
     """The log's times per iteration (ms) after the warm-up, in iteration order: each iteration's last line (a log of
     two runs: the later), the first logged and those to WARMUP_ITERATIONS left out; with `after` (a timestamp as
     Megatron prints it), only the lines stamped later."""
-    times = {int(m.group(2)): float(m.group(3)) for m in ITERATION.finditer(text)
-             if not after or (m.group(1) or "") > after}
+    times = {int(head.group(2)): float(ms) for head, ms in iteration_lines(text)
+             if not after or (head.group(1) or "") > after}
     return [times[k] for k in sorted(times)[1:] if k > WARMUP_ITERATIONS]
+
+
+def iteration_lines(text: str) -> list[tuple[re.Match[str], str]]:
+    """Each iteration line's head (ITERATION: its timestamp, group 1, and iteration, group 2) and its time per
+    iteration (ms, as logged), in the log's order; linear in the text whatever it holds."""
+    out = []
+    for line in text.split("\n"):  # `.` stops at "\n" only, as the lines were matched before
+        if ELAPSED_TEXT not in line:
+            continue
+        head = ITERATION.search(line)
+        if head is None:
+            continue
+        last = None
+        for last in ELAPSED.finditer(line, head.end()):  # after the head's own `|`, which is not the time's
+            pass
+        if last is not None:
+            out.append((head, last.group(1)))
+    return out
 
 
 def args_dump(lines: list[str]) -> dict[str, str]:
