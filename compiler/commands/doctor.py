@@ -118,10 +118,12 @@ def run_verify(verify_sh: str | None, root: str) -> dict[str, Any] | None:
     with tempfile.NamedTemporaryFile("w", suffix="-verify.sh", delete=False) as f:
         f.write(verify_sh)
     try:
-        proc = subprocess.run(["bash", f.name, "--json", root], capture_output=True, text=True, timeout=120)
-        result: dict[str, Any] | None = json.loads(proc.stdout)
-        return result
-    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
+        # verify.sh may quote the run root's bytes: read its output as UTF-8 whatever they are
+        proc = subprocess.run(["bash", f.name, "--json", root], capture_output=True, text=True, encoding="utf-8",
+                              errors="replace", timeout=120)
+        result = json.loads(proc.stdout)
+        return result if isinstance(result, dict) else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):  # ValueError: JSONDecodeError and the like
         return None
     finally:
         os.unlink(f.name)
@@ -192,8 +194,11 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
     bounded: dict[str, str] = {}
     findings = diagnose(read_run(root, got.facts, bounded), got.facts)
     if bounded:  # verify.sh reads what the doctor read of the large logs (their head and tail), not the rest
-        with tempfile.TemporaryDirectory(prefix="doctor-") as tmp:
-            verdict = run_verify(got.verify_sh, shadow_root(root, bounded, os.path.join(tmp, "run")))
+        try:
+            with tempfile.TemporaryDirectory(prefix="doctor-") as tmp:
+                verdict = run_verify(got.verify_sh, shadow_root(root, bounded, os.path.join(tmp, "run")))
+        except OSError:  # no view of the run root to give verify.sh: not checked (verify_findings says so)
+            verdict = None
     else:
         verdict = run_verify(got.verify_sh, root)
     if not findings:

@@ -15,7 +15,7 @@ import re
 import stat
 
 from ..tuples import NamedTuple
-from ..megatron.failures_logs import SKIPPED as SKIPPED_RE
+from ..megatron.failures_logs import SKIPPED as SKIPPED_RE, to_int
 
 HEAD_BYTES = 4 << 20
 TAIL_BYTES = 4 << 20
@@ -101,7 +101,7 @@ def _read_all(fd: int, limit: int) -> bytes:
 # output, appended by a resumed run), Megatron's start: its argument check prints "using world size:"
 # first on rank 0 (megatron/training/arguments.py:570), after the warnings of its imports.
 LAUNCH_START = re.compile(r"^launch\.sh: started ")
-MEGATRON_START = re.compile(r"^using world size: \d+")
+MEGATRON_START = re.compile(r"^using world size: [0-9]+")
 # The last line of an attempt before the next one's preamble (torchrun's report, Megatron's end).
 ATTEMPT_END = re.compile(r"^={20,}$|exiting program|\[after training is done\]|successfully saved checkpoint|"
                          r"^\s*iteration +\d+/|torchrun exited|Traceback|Error")
@@ -135,8 +135,9 @@ def _logical_lines(lines: list[str]) -> int:
     """How many file lines these text lines stand for (a skipped-lines marker stands for its count)."""
     total = 0
     for x in lines:
-        m = SKIPPED_RE.match(x)
-        total += int(m.group(1)) if m else 1
+        m = SKIPPED_RE.match(x) if x.startswith("[doctor: ") else None
+        count = to_int(m.group(1)) if m else None  # a count not read as a number: an ordinary line
+        total += count if count is not None else 1
     return total
 
 
@@ -144,17 +145,43 @@ def _logical_lines(lines: list[str]) -> int:
 def shadow_root(root: str, replaced: dict[str, str], into: str) -> str:
     """A view of ROOT under INTO in which the files of REPLACED (relative path -> text) hold that text and
     everything else is a symbolic link to the original: verify.sh reads a large log's head and tail there,
-    as the doctor did, instead of all of it."""
+    as the doctor did, instead of all of it.
+
+    The run root is input: a directory on the way to a replaced file may be a regular file (ckpt written as
+    a file), a symlink loop, or unreadable. Such an entry is linked as it is (verify.sh sees what the run root
+    holds), and an entry that cannot be mirrored at all is left out; nothing here raises on the run root's
+    content (OSError of INTO itself, which is the caller's, aside)."""
+    def link(src: str, dst: str) -> None:
+        try:
+            os.symlink(os.path.abspath(src), dst)
+        except OSError:
+            pass  # left out of the view: verify.sh finds it absent
+
     def mirror(rel: str) -> None:
         src, dst = os.path.join(root, rel), os.path.join(into, rel)
         if rel in replaced:
-            with open(dst, "w", encoding="utf-8") as f:
-                f.write(replaced[rel])
+            try:
+                with open(dst, "w", encoding="utf-8", errors="replace") as f:
+                    f.write(replaced[rel])
+            except OSError:
+                pass
         elif any(r.startswith(rel + os.sep) or not rel for r in replaced):
-            os.makedirs(dst, exist_ok=True)
-            for name in sorted(os.listdir(src)):
+            try:
+                names = sorted(os.listdir(src)) if os.path.isdir(src) else None
+            except OSError:
+                names = None
+            if names is None:  # not a directory to descend (a file, a loop, unreadable): as it is
+                if rel:
+                    link(src, dst)
+                return
+            try:
+                os.makedirs(dst, exist_ok=True)
+            except OSError:
+                return
+            for name in names:
                 mirror(os.path.join(rel, name) if rel else name)
         else:
-            os.symlink(os.path.abspath(src), dst)
+            link(src, dst)
+    os.makedirs(into, exist_ok=True)
     mirror("")
     return into

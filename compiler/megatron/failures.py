@@ -16,7 +16,8 @@ from dataclasses import replace
 
 from . import failures_causes, failures_launch, failures_training
 from .failures_logs import (
-    Detector, Evidence, DoctorFacts, Finding, Fix, Line, RunFiles, WorkerFiles, exit_code, launch_lines, train_lines,
+    Detector, Evidence, DoctorFacts, Finding, Fix, Line, RunFiles, WorkerFiles, exit_code, first_match, launch_lines,
+    train_lines,
 )
 
 __all__ = ["DETECTORS", "CAUSE_ORDER", "Evidence", "DoctorFacts", "Finding", "Fix", "Line", "RunFiles", "WorkerFiles",
@@ -58,7 +59,8 @@ def first_error_lines(files: RunFiles) -> list[Line]:
     out = []
     for w in files.workers:
         for lines in (launch_lines(w), train_lines(w)):
-            line = next((x for x in lines if ERRORISH.search(x.text) and not NOT_ERROR.search(x.text)), None)
+            # ERRORISH's lookahead follows "launch.sh: ", never a line's end: the joined text's first look is fit
+            line = first_match(lines, ERRORISH, unless=NOT_ERROR, whole=True)
             if line:
                 out.append(line)
                 break

@@ -9,11 +9,14 @@ worker's death are consequences: failures.py orders these causes before `nccl-er
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+from itertools import islice
 from typing import Any, Iterator
 
 from .failures_logs import (
-    ITERATION, Detector, Evidence, DoctorFacts, Finding, Fix, Line, RunFiles, WorkerFiles, exit_code, exit_field, find, iteration_lines,
-    last_rank_worker, launch_lines, registry, train_lines,
+    Detector, Evidence, DoctorFacts, Finding, Fix, Line, RunFiles, WorkerFiles, exit_code, exit_field, find,
+    first_possible, iteration_lines, iteration_of, joined_text, last_rank_worker, launch_lines, registry, to_int,
+    train_lines,
 )
 from .kernels import NEEDS
 from .runfiles import RUN_CHECKPOINT_DIR
@@ -39,9 +42,11 @@ def never_started(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
 
 # megatron/core/dist_checkpointing/strategies/torch.py:510-515 (CheckpointingException), and the
 # missing/unexpected keys of a checkpoint of another architecture.
-SHAPE = re.compile(r"Global shape mismatch for loaded \((.*?)\) and expected \((.*?)\) tensor for key (\S+)")
-CKPT_MISMATCH = re.compile(r"Global shape mismatch for loaded|CheckpointingException: .*(?:mismatch|not in state "
-                           r"dict|[Mm]issing key)|from model not in state dict|size mismatch for ")
+# `^(?>.*?A).*B` is `A.*B` searched in linear time: it looks for B after the line's first A only (B after a
+# later A is after the first too), where `A.*B` tries again from every A, quadratic in a hostile line.
+SHAPE = re.compile(r"^(?>.*?Global shape mismatch for loaded \()(?>(.*?)\) and expected \()(.*?)\) tensor for key (\S+)")
+CKPT_MISMATCH = re.compile(r"Global shape mismatch for loaded|^(?>.*?CheckpointingException: ).*(?:mismatch|not in "
+                           r"state dict|[Mm]issing key)|from model not in state dict|size mismatch for ")
 # which model field a tensor's shape depends on (Megatron's GPT parameter names)
 KEY_FIELDS = (
     (r"word_embeddings|output_layer", ("hidden_size", "vocab_size", "make_vocab_size_divisible_by")),
@@ -52,9 +57,10 @@ KEY_FIELDS = (
 )
 
 
-def _dims(text: str) -> list[int]:
-    """torch.Size([4096, 256]) or (4096, 512) -> [4096, 256]."""
-    return [int(x) for x in re.findall(r"\d+", text)]
+def _dims(text: str) -> list[int] | None:
+    """torch.Size([4096, 256]) or (4096, 512) -> [4096, 256]; None when a dimension is not a number read as one."""
+    dims = [to_int(x) for x in re.findall(r"[0-9]+", text)]
+    return None if None in dims else [d for d in dims if d is not None]
 
 
 @detector
@@ -66,10 +72,10 @@ def checkpoint_mismatch(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding
         m = SHAPE.search(line.text)
         fields: tuple[str, ...] = ("num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size")
         detail = ""
-        if m:
+        loaded, expected = (_dims(m.group(1)), _dims(m.group(2))) if m else (None, None)
+        if m and loaded is not None and expected is not None:
             key = m.group(3)
             fields = next((f for pattern, f in KEY_FIELDS if re.search(pattern, key)), fields)
-            loaded, expected = _dims(m.group(1)), _dims(m.group(2))
             detail = f": {key} is {tuple(loaded)} in the checkpoint, {tuple(expected)} in the spec's model"
             # the spec's fields whose value is a dimension that differs: what changed since the save
             changed = [(name, value, old) for new, old in zip(expected, loaded) if new != old
@@ -94,9 +100,9 @@ def checkpoint_mismatch(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding
 
 # launch.sh's data check before torchrun (templates/launch.sh.j2), and Megatron's own refusal
 # (megatron/core/datasets/indexed_dataset.py:712-715).
-NOT_PREPARED = re.compile(r"launch\.sh: the data prefix .* (?:has no|is missing)|One or both of the \.idx and "
-                          r"\.bin files cannot be found at the path prefix")
-MANIFEST = re.compile(r"launch\.sh: the data prefix .* was prepared with ")
+NOT_PREPARED = re.compile(r"^(?>.*?launch\.sh: the data prefix ).* (?:has no|is missing)|One or both of the \.idx "
+                          r"and \.bin files cannot be found at the path prefix")
+MANIFEST = re.compile(r"^(?>.*?launch\.sh: the data prefix ).* was prepared with ")
 
 
 @detector
@@ -129,9 +135,9 @@ def data_not_prepared(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
 
 # A token id at or beyond the embedding's rows: CUDA's index assert in the embedding gather
 # (aten/src/ATen/native/cuda/Indexing.cu), "device-side assert triggered", then the NCCL watchdog.
-INDEX_ASSERT = re.compile(r"indexSelect\w*Index|Assertion `srcIndex < srcSelectDimSize` failed|"
-                          r"index out of bounds|vectorized_gather_kernel|Indexing\.cu.*Assertion|"
-                          r"IndexKernel\.cu.*Assertion|index \d+ is out of bounds")
+INDEX_ASSERT = re.compile(r"indexSelect\w{0,256}Index|Assertion `srcIndex < srcSelectDimSize` failed|"
+                          r"index out of bounds|vectorized_gather_kernel|^(?>.*?Indexing\.cu).*Assertion|"
+                          r"^(?>.*?IndexKernel\.cu).*Assertion|index \d+ is out of bounds")
 DEVICE_ASSERT = re.compile(r"device-side assert triggered|CUDA error: device-side assert")
 
 
@@ -167,7 +173,7 @@ def token_beyond_vocab(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]
 # megatron/core/datasets/gpt_dataset.py:449 logs "Build and save the GPTDataset <split> indices";
 # a split part with no document loops forever in _get_num_epochs (gpt_dataset.py:634-636).
 BUILD = re.compile(r"Build and save the (\w+) (train|valid|test|validation) indices")
-DATASETS_DONE = re.compile(r"> finished creating .*datasets")
+DATASETS_DONE = re.compile(r"^(?>.*?> finished creating ).*datasets")
 SPLIT_PART = {"train": 0, "valid": 1, "validation": 1, "test": 2}
 
 
@@ -175,7 +181,7 @@ def dataset_hang(files: RunFiles, facts: DoctorFacts) -> Finding | None:
     """The run stopped (killed) while building a dataset's indices: the part of the split it built."""
     w = files.workers[0]
     lines = train_lines(w)
-    builds = [x for x in lines if BUILD.search(x.text)]
+    builds = [x for x in islice(lines, first_possible(lines, BUILD), None) if BUILD.search(x.text)]
     if not builds or find(lines, DATASETS_DONE.pattern) or any(iteration_lines(x) for x in files.workers):
         return None
     last = builds[-1]
@@ -200,7 +206,7 @@ def completed(files: RunFiles, facts: DoctorFacts) -> Evidence | None:
     if not facts.train_iters:
         return None
     its = iteration_lines(last_rank_worker(files))
-    last = int(ITERATION.search(its[-1].text).group(1)) if its else None  # type: ignore[union-attr]
+    last = iteration_of(its[-1]) if its else None
     saved = (files.latest_checkpointed_iteration or "").strip()
     wanted = f"iter_{facts.train_iters:07d}/"
     if last == facts.train_iters and saved == str(facts.train_iters) and \
@@ -254,14 +260,15 @@ def vanished_worker(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
 # torch's ProcessGroupNCCL watchdog: "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5,
 # OpType=ALLREDUCE, ...) ran for 600012 milliseconds before timing out."
 TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|collective operation timeout|"
-                     r"ran for \d+ milliseconds before timing out")
+                     r"ran for [0-9]+ milliseconds before timing out")
 
 
 @detector
 def collective_timeout(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     reported: dict[int, Line] = {}
     for w in files.workers:
-        for x in train_lines(w):
+        lines = train_lines(w)
+        for x in islice(lines, first_possible(lines, TIMEOUT), None):
             if TIMEOUT.search(x.text) and x.rank is not None and x.rank not in reported:
                 reported[x.rank] = x
     if not reported:
@@ -269,8 +276,9 @@ def collective_timeout(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]
     missing = [r for r in range(facts.world_size) if r not in reported]
     first = min(reported.values(), key=lambda x: (x.file, x.number))
     op = re.search(r"OpType=(\w+)", first.text)
-    ms = re.search(r"ran for (\d+) milliseconds", first.text) or re.search(r"Timeout\(ms\)=(\d+)", first.text)
-    minutes = f" after {int(ms.group(1)) / 60000:.0f} minutes" if ms else ""
+    ms = re.search(r"ran for ([0-9]+) milliseconds", first.text) or re.search(r"Timeout\(ms\)=([0-9]+)", first.text)
+    waited = to_int(ms.group(1)) if ms else None
+    minutes = f" after {waited / 60000:.0f} minutes" if waited is not None else ""
     who = (f"rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing[:8]))} never arrived"
            if missing else "every rank reported the timeout: the slowest never arrived at the same collective")
     worker = (missing[0] // facts.gpus_per_worker) if missing and facts.gpus_per_worker else None
@@ -337,22 +345,45 @@ def known_crash(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
 
 
 # validate_args refusing the arguments at start: its assert's frame, or the message it printed or raised
-VALIDATE_FRAME = re.compile(r'megatron/training/arguments\.py", line (\d+), in validate_args')
+VALIDATE_FRAME = re.compile(r'megatron/training/arguments\.py", line ([0-9]+), in validate_args')
+FRAME_MARK = "in validate_args"  # in every line VALIDATE_FRAME matches
+
+
+@lru_cache(maxsize=1)
+def _refusals() -> tuple[dict[int, dict[str, Any]], tuple[tuple[str, dict[str, Any]], ...]]:
+    """validate_args's statements, once: the first of each line number, and the literal text (24 characters
+    or more) of each message, in the statements' order."""
+    by_line: dict[int, dict[str, Any]] = {}
+    literals: list[tuple[str, dict[str, Any]]] = []
+    for s in refusal_statements():
+        by_line.setdefault(s["line"], s)
+        literal = _literal(s["message"]) if s.get("message") else ""
+        if len(literal) >= 24:
+            literals.append((literal, s))
+    return by_line, tuple(literals)
 
 
 @detector
 def validate_refused(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
-    statements = refusal_statements()
+    by_line, literals = _refusals()
     for w in files.workers:
         lines = train_lines(w)
+        # linear in the log: the messages that occur anywhere in it (one scan of the text each) are the only
+        # ones a line can hold; a log with none of them and no validate_args frame is not looked at line by line
+        whole = joined_text(lines)
+        present = tuple((lit, s) for lit, s in literals if lit in whole)
+        framed = FRAME_MARK in whole
+        del whole
+        if not present and not framed:
+            continue
         hit: tuple[Line, dict[str, Any]] | None = None
         for x in lines:
-            m = VALIDATE_FRAME.search(x.text)
-            st = next((s for s in statements if m and s["line"] == int(m.group(1))), None) if m else None
+            text = x.text
+            m = VALIDATE_FRAME.search(text) if framed and FRAME_MARK in text else None
+            number = to_int(m.group(1)) if m else None
+            st = by_line.get(number) if number is not None else None
             if st is None:
-                text = x.text
-                st = next((s for s in statements if s.get("message") and len(_literal(s["message"])) >= 24
-                           and _literal(s["message"]) in text), None)
+                st = next((s for lit, s in present if lit in text), None)
             if st is not None:
                 hit = (x, st)
                 break

@@ -12,7 +12,8 @@ import re
 from typing import Iterator
 
 from .failures_logs import (
-    Detector, Evidence, DoctorFacts, Finding, Fix, RunFiles, find, find_all, launch_lines, registry, train_lines,
+    Detector, Evidence, DoctorFacts, Finding, Fix, RunFiles, find, find_all, launch_lines, registry, to_int,
+    train_lines,
 )
 
 DETECTORS: list[Detector] = []
@@ -57,15 +58,19 @@ def megatron_missing(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
             )
 
 
+# `^(?>.*?A).*B` is `A.*B` in linear time (failures_causes.SHAPE says why)
+PROBE_FAILED = r"^(?>.*?launch\.sh: the runtime probe ).* failed"
+
+
 @detector
 def megatron_not_importable(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     # The runtime probe: "ModuleNotFoundError: No module named 'megatron'" (cpu-megatron-not-importable)
     for w in files.workers:
         lines = launch_lines(w)
-        line = find(lines, r"No module named '?megatron") or find(lines, r"launch\.sh: the runtime probe .* failed")
+        line = find(lines, r"No module named '?megatron") or find(lines, PROBE_FAILED)
         if line:
             ev = [line.evidence()]
-            die = find(lines, r"launch\.sh: the runtime probe .* failed")
+            die = find(lines, PROBE_FAILED)
             if die and die is not line:
                 ev.append(die.evidence())
             yield Finding(
@@ -119,11 +124,11 @@ def gpu_count(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     # launch.sh's nvidia-smi check (cpu-gpu-count, gpu-too-many-gpus)
     for w in files.workers:
         lines = launch_lines(w)
-        line = find(lines, r"launch\.sh: the spec asks for \d+ GPUs per worker, but nvidia-smi lists \d+")
+        line = find(lines, r"launch\.sh: the spec asks for [0-9]+ GPUs per worker, but nvidia-smi lists [0-9]+")
         none = find(lines, r"launch\.sh: nvidia-smi failed")
-        if line:
-            m = re.search(r"lists (\d+)", line.text)
-            seen = int(m.group(1)) if m else 0
+        m = re.search(r"lists ([0-9]+)", line.text) if line else None
+        seen = to_int(m.group(1)) if m else None
+        if line and seen is not None:  # a count not read as a number: the line is not launch.sh's
             yield Finding(
                 "gpu-count-mismatch",
                 f"worker {w.index} has {seen} GPU(s), the spec asks for {facts.gpus_per_worker} per worker",
@@ -144,7 +149,7 @@ def launch_refusals(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     """The launch command's other refusals: a run root already used, the platform's worker count, storage."""
     for w in files.workers:
         lines = launch_lines(w)
-        reused = find(lines, r"launch\.sh: .*already exists: an earlier run used this run root")
+        reused = find(lines, r"^(?>.*?launch\.sh: ).*already exists: an earlier run used this run root")
         if reused:
             yield Finding(
                 "run-root-reused",
@@ -195,7 +200,7 @@ def rendezvous(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
         lines = train_lines(w)
         line = find(lines, r"Timed out after \d+ seconds waiting for clients|RendezvousTimeoutError|"
                            r"DistNetworkError|Connection refused|Name or service not known|"
-                           r"Socket Timeout|failed to connect to .*:\d+")
+                           r"Socket Timeout|^(?>.*?failed to connect to ).*:\d+")
         if not line:
             continue
         m = re.search(r"(\d+)/(\d+) clients joined", line.text)

@@ -7,8 +7,11 @@ failures_launch.py and failures_training.py; failures.py orders their findings.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
+from itertools import islice
 from typing import Any, Callable, Iterator
 
 from ..schema.defaults import MEGATRON_ROOT
@@ -120,16 +123,47 @@ class Finding:
 
 # --- reading the texts -------------------------------------------------------------------------
 
+# A run root is input like any other: a number in a log may be 5,000 digits long (int() refuses more than
+# 4,300), a superscript (str.isdigit() accepts it, int() does not), or "1.2.3". Every number the detectors
+# read from a log goes through to_int or to_float, which give None for what they cannot read: the line is
+# then treated as not matching.
+MAX_DIGITS = 18
+
+
+def to_int(text: str | None) -> int | None:
+    """A count or status as a log writes it (ASCII digits, at most MAX_DIGITS of them); None otherwise."""
+    if text is None:
+        return None
+    t = text.strip()
+    if not t or len(t) > MAX_DIGITS or not (t.isascii() and t.isdecimal()):
+        return None
+    return int(t)
+
+
+def to_float(text: str | None) -> float | None:
+    """A finite decimal number as a log writes it (62.50, 1e-4); None for anything else (1.2.3, nan, 1e999)."""
+    if text is None:
+        return None
+    t = text.strip()
+    if not t or len(t) > 64 or not t.isascii() or "_" in t:
+        return None
+    try:
+        value = float(t)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-RANK_PREFIX = re.compile(r"^\[(?:default)?rank(\d+)\]:")
+RANK_PREFIX = re.compile(r"^\[(?:default)?rank([0-9]+)\]:")
 
 
 def clean(line: str) -> str:
     """A log line without terminal colours (gcc's -fdiagnostics-color) and trailing blanks."""
-    return ANSI.sub("", line).rstrip()
+    return (ANSI.sub("", line) if "\x1b" in line else line).rstrip()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Line:
     file: str
     number: int
@@ -141,38 +175,89 @@ class Line:
     @property
     def rank(self) -> int | None:
         m = RANK_PREFIX.match(self.text)
-        return int(m.group(1)) if m else None
+        return to_int(m.group(1)) if m else None
 
 
 # What the doctor's bounded reader puts where it skipped lines (the middle of a large log, the earlier
 # attempts of an appended one): one line that stands for N lines of the file.
-SKIPPED = re.compile(r"^\[doctor: (\d+) lines not read\]$")
+SKIPPED = re.compile(r"^\[doctor: ([0-9]+) lines not read\]$")
+
+
+class Lines(list[Line]):
+    """lines_of's lines, and their texts joined by newlines (`joined`): one search of the whole text finds
+    the first line that can match, instead of a search per line (first_possible)."""
+
+    joined: str = ""
+    size: int = 0  # len() when `joined` was made: a list changed since is searched line by line
 
 
 def lines_of(file: str, text: str | None) -> list[Line]:
-    """The lines of a text, numbered as in the file (a skipped-lines marker counts as its lines)."""
+    """The lines of a text, numbered as in the file (a skipped-lines marker counts as its lines; one whose
+    count is not a number read as one is an ordinary line)."""
     if text is None:
         return []
+    # every detector reads the same logs: split them once (a new list each time; the Lines are frozen).
+    # The cache holds a few texts of at most doctor_read's HEAD_BYTES + TAIL_BYTES each.
+    cut, joined = _lines_of(file, text)
+    out = Lines(cut)
+    out.joined, out.size = joined, len(cut)
+    return out
+
+
+@lru_cache(maxsize=16)
+def _lines_of(file: str, text: str) -> tuple[tuple[Line, ...], str]:
     out, number = [], 0
     for t in text.splitlines():
-        skipped = SKIPPED.match(t)
-        if skipped:
-            number += int(skipped.group(1))
+        skipped = SKIPPED.match(t) if t.startswith("[doctor: ") else None
+        count = to_int(skipped.group(1)) if skipped else None
+        if count is not None:
+            number += count
             continue
         number += 1
         out.append(Line(file, number, clean(t)))
-    return out
+    return tuple(out), "\n".join(x.text for x in out)
+
+
+def joined_text(lines: list[Line]) -> str:
+    """The lines' texts, one a line (kept by lines_of; joined here for any other list)."""
+    if isinstance(lines, Lines) and len(lines) == lines.size:
+        return lines.joined
+    return "\n".join(x.text for x in lines)
+
+
+# A whole-text search is a first look only where a pattern that matches a line also matches the joined text
+# (MULTILINE makes ^ and $ those of each line); a lookaround (it sees the next line), \A and \Z may not.
+_NOT_WHOLE = re.compile(r"\(\?[<=!]|\\A|\\Z")
+
+
+def first_possible(lines: list[Line], regex: re.Pattern[str], whole: bool | None = None) -> int:
+    """The index of the first line that can match REGEX (len(lines): none can), from one search of lines_of's
+    joined text: a line's match is a match there, so none starts earlier. 0 (look at every line) for other
+    lists and, unless WHOLE says the pattern is fit, the patterns _NOT_WHOLE names."""
+    fit = whole if whole is not None else not _NOT_WHOLE.search(regex.pattern)
+    if not fit or not isinstance(lines, Lines) or len(lines) != lines.size or len(lines) < 64:
+        return 0
+    m = re.compile(regex.pattern, regex.flags | re.MULTILINE).search(lines.joined)
+    return len(lines) if m is None else lines.joined.count("\n", 0, m.start())
+
+
+def first_match(lines: list[Line], regex: re.Pattern[str], unless: re.Pattern[str] | None = None,
+                whole: bool | None = None) -> Line | None:
+    """The first line REGEX matches (and UNLESS does not), its search confined to the lines that can match."""
+    start = first_possible(lines, regex, whole)
+    return next((line for line in islice(lines, start, None) if regex.search(line.text) and
+                 (unless is None or not unless.search(line.text))), None)
 
 
 def find(lines: list[Line], pattern: str, flags: int = 0) -> Line | None:
     """The first line that matches."""
-    regex = re.compile(pattern, flags)
-    return next((line for line in lines if regex.search(line.text)), None)
+    return first_match(lines, re.compile(pattern, flags))
 
 
 def find_all(lines: list[Line], pattern: str) -> list[Line]:
     regex = re.compile(pattern)
-    return [line for line in lines if regex.search(line.text)]
+    start = first_possible(lines, regex)
+    return [line for line in islice(lines, start, None) if regex.search(line.text)]
 
 
 def launch_lines(w: WorkerFiles) -> list[Line]:
@@ -193,7 +278,7 @@ def runtime_value(w: WorkerFiles, key: str) -> Line | None:
 def exit_code(w: WorkerFiles) -> int | None:
     """The exit record's first line as a status; None for no record or `running` (never recorded)."""
     first = (w.exit_status or "").split("\n", 1)[0].strip()
-    return int(first) if first.isdigit() else None
+    return to_int(first)
 
 
 def exit_field(w: WorkerFiles, key: str) -> str | None:
@@ -205,13 +290,20 @@ def exit_field(w: WorkerFiles, key: str) -> str | None:
 
 
 # Megatron's training_log line (print_rank_last, megatron/training/training.py:2692 at 571370c8).
-ITERATION = re.compile(r" iteration +(\d+)/ *(\d+) \|")
+ITERATION = re.compile(r" iteration +([0-9]+)/ *([0-9]+) \|")
 LOSS = re.compile(r"lm loss: ([-+0-9.eE]+|nan|inf|-inf) \|", re.I)
-BAD = re.compile(r"number of skipped iterations: +(\d+) \| number of nan iterations: +(\d+)")
+BAD = re.compile(r"number of skipped iterations: +([0-9]+) \| number of nan iterations: +([0-9]+)")
+
+
+def iteration_of(line: Line) -> int | None:
+    """The iteration an iteration line logs; None for a line that is not one (or whose number is not read)."""
+    m = ITERATION.search(line.text)
+    return to_int(m.group(1)) if m and to_int(m.group(2)) is not None else None
 
 
 def iteration_lines(w: WorkerFiles) -> list[Line]:
-    return [line for line in train_lines(w) if ITERATION.search(line.text)]
+    lines = train_lines(w)
+    return [line for line in islice(lines, first_possible(lines, ITERATION), None) if iteration_of(line) is not None]
 
 
 def last_rank_worker(files: RunFiles) -> WorkerFiles:

@@ -13,8 +13,9 @@ import re
 from typing import Iterator
 
 from .failures_logs import (
-    BAD, ITERATION, LOSS, Detector, Evidence, DoctorFacts, Finding, Fix, Line, RunFiles, exit_code, find,
-    iteration_lines, last_rank_worker, launch_lines, registry, runtime_value, train_lines,
+    BAD, LOSS, Detector, Evidence, DoctorFacts, Finding, Fix, Line, RunFiles, exit_code, find, first_match,
+    first_possible, iteration_lines, iteration_of, last_rank_worker, launch_lines, registry, runtime_value, to_float,
+    to_int, train_lines,
 )
 from . import failures_causes
 from .runfiles import RUN_CHECKPOINT_DIR
@@ -26,13 +27,15 @@ detector = registry(DETECTORS)
 # torch's caching allocator message (c10/cuda/CUDACachingAllocator.cpp): "CUDA out of memory. Tried to
 # allocate 62.50 GiB. GPU 0 has a total capacity of 139.81 GiB of which … is free. Including non-PyTorch
 # memory, this process has 70.02 GiB memory in use. Of the allocated memory … is allocated by PyTorch, …"
-OOM = re.compile(r"(?:CUDA out of memory|OutOfMemoryError).*?Tried to allocate ([0-9.]+) ([GMK]iB)"
+# (`^(?>.*?A).*?B` is `A.*?B` in linear time: failures_causes.SHAPE says why.)
+OOM = re.compile(r"^(?>.*?(?:CUDA out of memory|OutOfMemoryError)).*?Tried to allocate ([0-9.]+) ([GMK]iB)"
                  r"(?:.*?total capacity of ([0-9.]+) GiB)?")
 IN_USE = re.compile(r"this process has ([0-9.]+) ([GMK]iB) memory in use")
 
 
-def _mib(value: str, unit: str) -> float:
-    return float(value) * {"GiB": 1024.0, "MiB": 1.0, "KiB": 1 / 1024}[unit]
+def _mib(value: str, unit: str) -> float | None:
+    number = to_float(value)
+    return None if number is None else number * {"GiB": 1024.0, "MiB": 1.0, "KiB": 1 / 1024}[unit]
 
 
 def cheapest_micro(facts: DoctorFacts, capacity_mb: float) -> int | None:
@@ -58,15 +61,19 @@ def out_of_memory(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
             continue
         full = next((x for x in lines if x.number >= line.number and OOM.search(x.text)), line)
         m = OOM.search(full.text)
-        capacity_gb = float(m.group(3)) if m and m.group(3) else facts.gpu_memory_gb
+        capacity_gb = to_float(m.group(3)) if m and m.group(3) else None
+        if capacity_gb is None:  # not logged, or not a number read as one
+            capacity_gb = facts.gpu_memory_gb
         parts = []
         if facts.estimate_peak_mb is not None:
             parts.append(f"the compiler's peak estimate is {facts.estimate_peak_mb / 1024:,.1f} GiB per GPU")
         if capacity_gb:
             parts.append(f"the GPU has {capacity_gb:,.1f} GiB")
         in_use = IN_USE.search(full.text)
-        if m and in_use:
-            needed = _mib(m.group(1), m.group(2)) + _mib(in_use.group(1), in_use.group(2))
+        asked, held = (_mib(m.group(1), m.group(2)), _mib(in_use.group(1), in_use.group(2))) if m and in_use \
+            else (None, None)
+        if m and in_use and asked is not None and held is not None:
+            needed = asked + held
             parts.append(f"the process held {in_use.group(1)} {in_use.group(2)} and asked for {m.group(1)} "
                          f"{m.group(2)} more: at least {needed / 1024:,.1f} GiB measured")
         elif m:
@@ -98,11 +105,13 @@ def bad_iterations(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     for line in iteration_lines(w):
         loss = LOSS.search(line.text)
         bad = BAD.search(line.text)
-        iteration = int(ITERATION.search(line.text).group(1))  # type: ignore[union-attr]
+        if bad and (to_int(bad.group(1)) is None or to_int(bad.group(2)) is None):
+            bad = None  # counts that are not numbers read as such: not Megatron's line
+        iteration = iteration_of(line) or 0  # an iteration line's: read (iteration_lines)
         nan_loss = bool(loss and loss.group(1).lower() in ("nan", "inf", "-inf"))
         if bad:
             logged = line
-            stepped = stepped or int(bad.group(1)) < iteration - previous
+            stepped = stepped or (to_int(bad.group(1)) or 0) < iteration - previous
         previous = iteration
         skipped = bool(bad and bad.group(1) != "0")
         if nan_loss or (bad and bad.group(2) != "0") or (skipped and not fp16):
@@ -115,8 +124,9 @@ def bad_iterations(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
             break
     if fp16 and not first_bad and not raised and logged is not None and not stepped:
         scale = re.search(r"loss scale: ([0-9.]+)", logged.text)
+        value = to_float(scale.group(1)) if scale else None
         yield Finding("fp16-no-step", "fp16's loss scaler skipped every logged iteration" +
-                      (f" (the scale is down to {float(scale.group(1)):.0f})" if scale else "") +
+                      (f" (the scale is down to {value:.0f})" if value is not None else "") +
                       ": no step updated the weights",
                       (logged.evidence(),),
                       (Fix("training.train_iters", "more iterations: the scaler halves its scale from 2^32 at each "
@@ -133,7 +143,7 @@ def bad_iterations(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     if fp16:
         fixes.append(Fix("training.precision", "bf16 (fp16's range overflows)"))
     yield Finding("nan-loss", "the loss became NaN/Inf or iterations were skipped" +
-                  (f" from iteration {ITERATION.search(first_bad.text).group(1)}" if first_bad else ""),  # type: ignore[union-attr]
+                  (f" from iteration {iteration_of(first_bad)}" if first_bad else ""),
                   ev, tuple(fixes), worker=w.index, rank=raised.rank if raised else None)
 
 
@@ -149,8 +159,9 @@ def weights_not_loaded(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]
     first = next(iter(iteration_lines(wl)), None)
     loss = LOSS.search(first.text) if first else None
     random_start = None
-    if loss and facts.vocab_size and loss.group(1).lower() not in ("nan", "inf", "-inf"):
-        value, expected = float(loss.group(1)), math.log(facts.vocab_size)
+    value = to_float(loss.group(1)) if loss else None
+    if value is not None and facts.vocab_size and facts.vocab_size > 0:
+        expected = math.log(facts.vocab_size)
         if abs(value - expected) < 0.5:
             random_start = (first, value, expected)
     if not said and not random_start:
@@ -172,10 +183,10 @@ def weights_not_loaded(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]
 
 NCCL = re.compile(r"NCCL error|ncclInvalidUsage|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|"
                   r"ncclRemoteError|DistBackendError|Watchdog caught collective operation timeout|"
-                  r"ProcessGroupNCCL.*(?:timeout|Timeout|timed out)")
+                  r"^(?>.*?ProcessGroupNCCL).*(?:timeout|Timeout|timed out)")
 
 
-COLLECTIVE_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|ran for \d+ milliseconds before timing out")
+COLLECTIVE_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|ran for [0-9]+ milliseconds before timing out")
 DUPLICATE_GPU = re.compile(r"Duplicate GPU detected : rank \d+ and rank \d+ both on CUDA device \w+")
 
 
@@ -183,7 +194,7 @@ DUPLICATE_GPU = re.compile(r"Duplicate GPU detected : rank \d+ and rank \d+ both
 def nccl(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     hits = []
     for w in files.workers:
-        line = next((x for x in train_lines(w) if NCCL.search(x.text) and not COLLECTIVE_TIMEOUT.search(x.text)), None)
+        line = first_match(train_lines(w), NCCL, unless=COLLECTIVE_TIMEOUT)
         if line:
             hits.append((w, line))
     if not hits:
@@ -240,7 +251,8 @@ ROOT_CAUSE = re.compile(r"^Root Cause \(first observed failure\):")
 def _root_cause(lines: list[Line]) -> dict[str, Line]:
     """torchrun's ChildFailedError report: the first observed failure's fields."""
     fields: dict[str, Line] = {}
-    start = next((i for i, x in enumerate(lines) if ROOT_CAUSE.search(x.text)), None)
+    begin = first_possible(lines, ROOT_CAUSE)
+    start = next((i for i, x in enumerate(lines[begin:], begin) if ROOT_CAUSE.search(x.text)), None)
     if start is None:
         return fields
     for x in lines[start + 1:start + 12]:
@@ -281,7 +293,7 @@ def killed_or_crashed(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
         if code in (143, 129, 130):
             sig = {143: "SIGTERM", 129: "SIGHUP", 130: "SIGINT"}[code]
             last = iteration_lines(last_rank_worker(files))
-            where = f"; the last logged iteration was {ITERATION.search(last[-1].text).group(1)}" if last else ""  # type: ignore[union-attr]
+            where = f"; the last logged iteration was {iteration_of(last[-1])}" if last else ""
             yield Finding(
                 "killed-sigterm" if code == 143 else "killed-signal",
                 f"worker {w.index}'s launch command was stopped from outside by {sig} (a job stop or time limit), "
@@ -307,8 +319,8 @@ def killed_or_crashed(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
         root = _root_cause(lines)
         if code not in (None, 0) and root:
             rank_line = root.get("rank")
-            m = re.match(r"\s*rank\s*: (\d+)", rank_line.text) if rank_line else None
-            rank = int(m.group(1)) if m else None
+            m = re.match(r"\s*rank\s*: ([0-9]+)", rank_line.text) if rank_line else None
+            rank = to_int(m.group(1)) if m else None
             exc = None
             if rank is not None:
                 raised = [x for x in lines if x.rank == rank and
@@ -345,8 +357,8 @@ def runtime_record(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
                 worker=w.index,
             )
         gpus = runtime_value(w, "gpu_count")
-        if gpus and gpus.text.split(": ", 1)[1].strip().isdigit() and \
-                int(gpus.text.split(": ", 1)[1]) != facts.gpus_per_worker:
+        seen = to_int(gpus.text.split(": ", 1)[1]) if gpus else None
+        if gpus and seen is not None and seen != facts.gpus_per_worker:
             yield Finding("runtime-gpu-count", f"torch saw {gpus.text.split(': ', 1)[1]} GPU(s) on worker {w.index}, "
                           f"the spec asks for {facts.gpus_per_worker}", (gpus.evidence(),),
                           (Fix("resources.gpus_per_worker", "the GPUs the worker has"),), worker=w.index)
@@ -358,8 +370,9 @@ def arguments_dump(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     if not facts.is_pretrain:
         return
     w = files.workers[0]
-    line = find(train_lines(w), r"^  world_size \.+ (\d+)$")
-    if line and int(line.text.rsplit(" ", 1)[1]) != facts.world_size:
+    line = find(train_lines(w), r"^  world_size \.+ ([0-9]+)$")
+    size = to_int(line.text.rsplit(" ", 1)[1]) if line else None
+    if line and size is not None and size != facts.world_size:
         yield Finding("run-root-reused", f"the log in this run root is of a run with another world size "
                       f"({line.text.rsplit(' ', 1)[1]}, the spec: {facts.world_size}): another run used this run root",
                       (line.evidence(),), (Fix("storage.run_root", "a directory of its own for this run"),),
@@ -375,7 +388,7 @@ def incomplete(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     if facts.is_pretrain and facts.train_iters:
         w = last_rank_worker(files)
         its = iteration_lines(w)
-        last = int(ITERATION.search(its[-1].text).group(1)) if its else None  # type: ignore[union-attr]
+        last = iteration_of(its[-1]) if its else None
         if last is None or last < facts.train_iters:
             ev = its[-1].evidence() if its else Evidence(w.path("train.log"), 0, "no iteration line")
             yield Finding("logs-incomplete", f"every worker recorded exit status 0, but worker {w.index}'s log "
