@@ -91,6 +91,9 @@ def fit(call: Path = CALL, draws: int = 2000) -> dict:
         sample = [rng.choice(grid) for _ in grid]
         if len({(layers, m) for layers, m, _ in sample}) < 6:  # too few distinct points to separate four terms
             continue
+        a, b, big_b, p = _solve(sample)
+        if not abs(p) > 1e-9:  # a draw whose points do not separate a layer pass (singular, or P exactly 0)
+            continue
         for k, v in ratios(sample).items():
             boot[k].append(v)
     interval = {k: (statistics.quantiles(v, n=20)[0], statistics.quantiles(v, n=20)[-1]) for k, v in boot.items()}
