@@ -178,3 +178,21 @@ def test_lines_made_of_the_patterns_are_read_in_linear_time(tmp_path):
     code, hostile_s = _timed(root)
     assert plain_code == code == 1
     assert hostile_s < 10 * plain_s, (hostile_s, plain_s)
+
+
+@pytest.mark.parametrize("case", ["spec", "root"])
+def test_json_gives_one_object_when_there_is_nothing_to_read(tmp_path, case):
+    # a spec that does not compile (exit 2) or a run root that is not there (exit 1): with --format json stdout was
+    # empty, the messages joined on stderr without their place; now one object whose diagnostics are located
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("version: 1\nname: x\n")
+    argv = [str(spec), str(tmp_path)] if case == "spec" else [str(SPECS / "tp2.yaml"), str(tmp_path / "none")]
+    out, err = io.StringIO(), io.StringIO()
+    code = main([*argv, "--format", "json"], out, err)
+    got = json.loads(out.getvalue())
+    assert code == (2 if case == "spec" else 1) and got["ok"] is False and got["diagnostics"]
+    assert all(d["file"] and d["severity"] == "error" for d in got["diagnostics"])
+    if case == "spec":
+        assert got["diagnostics"][0]["line"] == 1
+    out, err = io.StringIO(), io.StringIO()
+    assert main(argv, out, err) == code and ": error: " in err.getvalue()

@@ -22,6 +22,7 @@ from ..megatron.runfiles import (
 )
 from .doctor_read import latest_attempt, read_bounded, shadow_root
 from ..one_pass import compile_spec
+from ..diagnostics import Diagnostic, format_text, make_error, to_json_obj
 
 EXIT_HEALTHY, EXIT_UNHEALTHY, EXIT_USAGE = 0, 1, 2
 
@@ -35,12 +36,13 @@ class SpecFacts:
     verify_sh: str | None
 
 
-def spec_facts(path: str, display: str) -> SpecFacts | str:
+def spec_facts(path: str, display: str) -> SpecFacts | list[Diagnostic]:
     """The spec's facts through today's compiler (the one place that knows the compiler's types);
-    a message when the spec does not compile."""
+    its errors, located, when it does not compile."""
     result = compile_spec(path, display)
     if not result.ok or result.spec is None or result.plan is None:
-        return "; ".join(d.message for d in result.diagnostics if d.is_error) or "the spec does not compile"
+        return [d for d in result.diagnostics if d.is_error] or [make_error("file-unreadable", "the spec does not "
+                                                                           "compile", file=display)]
     spec, plan = result.spec, result.plan
     t = spec.training
     est = plan.pretrain.estimate if plan.pretrain is not None else None
@@ -183,14 +185,24 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:
         return EXIT_USAGE if e.code else EXIT_HEALTHY
+
+    def fail(diags: list[Diagnostic], code: int) -> int:
+        """The problems before any run is read: located diagnostics on stderr, or with --format json one object on
+        stdout (as `size` and `calibrate` give theirs)."""
+        if args.format == "json":
+            json.dump({"ok": False, "spec": args.spec, "diagnostics": [to_json_obj(d) for d in diags]}, out, indent=2)
+            out.write("\n")
+        else:
+            err.write(format_text(diags) + "\n")
+        return code
+
     got = spec_facts(args.spec, args.spec)
-    if isinstance(got, str):
-        err.write(f"doctor: {args.spec}: {got}\n")
-        return EXIT_USAGE
+    if isinstance(got, list):
+        return fail(got, EXIT_USAGE)
     root = args.run_root or got.run_root
     if not os.path.isdir(root):
-        err.write(f"doctor: no run root at {root}: the job never wrote there (storage.mount_path, storage.run_root)\n")
-        return EXIT_UNHEALTHY
+        message = f"no run root at {root}: the job never wrote there (storage.mount_path, storage.run_root)"
+        return fail([make_error("file-unreadable", message, file=args.spec)], EXIT_UNHEALTHY)
     bounded: dict[str, str] = {}
     findings = diagnose(read_run(root, got.facts, bounded), got.facts)
     if bounded:  # verify.sh reads what the doctor read of the large logs (their head and tail), not the rest
