@@ -22,6 +22,7 @@ twelve grid runs gives each ratio's 90 % interval.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import statistics
@@ -37,17 +38,57 @@ from compiler.megatron.host_calibration import steady_iterations  # noqa: E402
 CALL = REPO / "tests" / "fixtures" / "h200-hosts" / "call42"
 TENSORS_PER_LAYER = 12  # two LayerNorms (weight, bias), QKV, projection, FC1, FC2 (weight, bias): host_time.param_tensors
 TENSORS_OUTSIDE = 4  # the word and position embeddings, the final LayerNorm (tied output layer)
-_NAME = re.compile(r"tiny-l(\d+)-m(\d+)(-ref-[a-z])?$")
+_NAME = re.compile(r"tiny-l(\d+)-m(\d+)(-ref-[a-z]|-r\d+)?$")
+# call 43's references: the L2 m4 job after every third grid run, in the plan's order (call42 named its three
+# `tiny-l2-m4-ref-X` and was fitted without them)
+_REFERENCE = re.compile(r"tiny-ref-\d+$")
+REFERENCE_SHAPE = (2, 4)
+
+
+def _median(log: Path) -> float | None:
+    its = steady_iterations(log.read_text(errors="replace"))
+    return statistics.median(its) if len(its) >= 10 else None
 
 
 def runs(call: Path = CALL) -> dict[str, tuple[int, int, float]]:
-    """name -> (layers, micro batches, median ms after the warm-up) of each run of the grid and its references."""
+    """name -> (layers, micro batches, median ms after the warm-up) of each run of the grid and its references; with
+    interleaved references (call 43) each grid run's median over the host's speed then (drift_factors)."""
     out = {}
     for log in sorted((call / "fakepg").glob("tiny-*/first-rank0.log")):
-        m = _NAME.match(log.parent.name)
-        its = steady_iterations(log.read_text(errors="replace"))
-        if m and len(its) >= 10:
-            out[log.parent.name] = (int(m.group(1)), int(m.group(2)), statistics.median(its))
+        m, ms = _NAME.match(log.parent.name), _median(log)
+        if m and ms is not None:
+            out[log.parent.name] = (int(m.group(1)), int(m.group(2)), ms)
+    factors = drift_factors(call)
+    return {k: (layers, micro, ms / factors.get(k, 1.0)) for k, (layers, micro, ms) in out.items()}
+
+
+def references(call: Path = CALL) -> list[tuple[int, float]]:
+    """(position in the plan, median ms) of each interleaved reference run (none before call 43)."""
+    order = [r["name"] for r in json.loads((call / "plan.json").read_text())]
+    out = []
+    for i, name in enumerate(order):
+        log = call / "fakepg" / name / "first-rank0.log"
+        ms = _median(log) if _REFERENCE.match(name) and log.exists() else None
+        if ms is not None:
+            out.append((i, ms))
+    return out
+
+
+def drift_factors(call: Path = CALL) -> dict[str, float]:
+    """Each grid run's host speed against the call's mean, from the references: the mean of the reference just before
+    it and the one just after (the nearer alone at an end) over the mean of every reference. {} without references."""
+    refs = references(call)
+    if not refs:
+        return {}
+    mean = statistics.mean(ms for _, ms in refs)
+    order = [r["name"] for r in json.loads((call / "plan.json").read_text())]
+    out = {}
+    for i, name in enumerate(order):
+        if _REFERENCE.match(name):
+            continue
+        before = [ms for j, ms in refs if j < i][-1:]
+        after = [ms for j, ms in refs if j > i][:1]
+        out[name] = statistics.mean(before + after) / mean
     return out
 
 
@@ -83,7 +124,7 @@ def ratios(rows: list[tuple[int, int, float]]) -> dict[str, float]:
 def fit(call: Path = CALL, draws: int = 2000) -> dict:
     """The grid's fit, its bootstrap intervals, and the split in host_time's units (LAYER_PASS_S kept)."""
     found = runs(call)
-    grid = [v for k, v in found.items() if not k.split("-m")[1].count("-ref")]
+    grid = [v for k, v in found.items() if "-ref" not in k]
     point = ratios(grid)
     rng = random.Random(42)
     boot: dict[str, list[float]] = {k: [] for k in point}
@@ -99,7 +140,7 @@ def fit(call: Path = CALL, draws: int = 2000) -> dict:
     interval = {k: (statistics.quantiles(v, n=20)[0], statistics.quantiles(v, n=20)[-1]) for k, v in boot.items()}
     pass_s = host_time.LAYER_PASS_S
     per_tensor = pass_s * point["b/P"] / TENSORS_PER_LAYER
-    refs = [v[2] for k, v in found.items() if k.startswith("tiny-l2-m4")]
+    refs = [ms for _, ms in references(call)] or [v[2] for k, v in found.items() if k.startswith("tiny-l2-m4")]
     return {"grid": len(grid), "point": point, "interval": interval, "references_ms": refs,
             "split": {"MICROBATCH_S": pass_s * point["B/P"], "PER_TENSOR_S": per_tensor,
                       "ITERATION_S": pass_s * point["a/P"] - per_tensor * TENSORS_OUTSIDE},
