@@ -59,7 +59,7 @@ def test_host_figures_are_the_profiles(profiles: dict) -> None:
     backward = _mean([x for p in tiny for x in p["backward"]])
     assert host_time.LAYER_PASS_S * 1e3 == pytest.approx(layer_f + layer_b, rel=0.01)
     assert host_time.LAYER_FORWARD_SHARE == pytest.approx(layer_f / (layer_f + layer_b), abs=0.01)
-    assert host_time.MICROBATCH_S * 1e3 == pytest.approx(period - 2 * (layer_f + layer_b), rel=0.01)
+    assert host_time.PROFILED_MICROBATCH_S * 1e3 == pytest.approx(period - 2 * (layer_f + layer_b), rel=0.01)
     assert host_time.MICROBATCH_FORWARD_SHARE == pytest.approx(forward / (forward + backward), abs=0.01)
     # the iteration's host work at 28 and 96 parameter tensors: a line through the two
     it_tiny = _mean([p["iteration"] for p in tiny])
@@ -113,3 +113,15 @@ def test_the_fp32_gradient_accumulation_follows_the_launch_flag() -> None:
     assert fused == 0.0 and unfused > 0.0
     run = next(r for r in VALIDATE.load_runs() if r.name == "te-l4")  # type: ignore[attr-defined]
     assert VALIDATE.inputs(run)[1].grad_accumulation_fusion is False  # type: ignore[attr-defined]
+
+
+def test_a_micro_batch_beyond_its_layers_is_call_43s_unprofiled_grid() -> None:
+    # device call 43 (tests/fixtures/h200-hosts/README.md): the rule written down before it ran took the grid's split
+    # where its interval excluded the profile's; the iteration's terms stayed the profile's
+    split = load_tool("host_split_fit")
+    result = split.fit(PROFILES.parent.parent / "h200-hosts" / "call43")  # type: ignore[attr-defined]
+    lo, hi = result["interval"]["B/P"]
+    assert not lo <= host_time.PROFILED_MICROBATCH_S / host_time.LAYER_PASS_S <= hi
+    assert host_time.MICROBATCH_PASSES == round(result["point"]["B/P"], 3)
+    assert host_time.MICROBATCH_S == pytest.approx(host_time.LAYER_PASS_S * result["point"]["B/P"], rel=1e-3)
+    assert result["interval"]["a/P"][0] < 0 < result["interval"]["a/P"][1]  # the iteration's terms: not separated

@@ -144,7 +144,7 @@ def fit(call: Path = CALL, draws: int = 2000) -> dict:
     return {"grid": len(grid), "point": point, "interval": interval, "references_ms": refs,
             "split": {"MICROBATCH_S": pass_s * point["B/P"], "PER_TENSOR_S": per_tensor,
                       "ITERATION_S": pass_s * point["a/P"] - per_tensor * TENSORS_OUTSIDE},
-            "profile": {"B/P": host_time.MICROBATCH_S / pass_s,
+            "profile": {"B/P": host_time.PROFILED_MICROBATCH_S / pass_s,
                         "a/P": (host_time.ITERATION_S + host_time.PER_TENSOR_S * TENSORS_OUTSIDE) / pass_s,
                         "b/P": host_time.PER_TENSOR_S * TENSORS_PER_LAYER / pass_s}}
 

@@ -380,7 +380,8 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "and 16, named before call 16 (tools/grouped_experts_fit.py; held out and pre-registered runs in the table) |",
         f"| host | HOST_SPEED x the profiled host time of a dense layer pass ({host_time.LAYER_PASS_S * 1e3:.2f} ms; a "
         f"recomputed forward {host_time.LAYER_FORWARD_SHARE:.2f} of one) and of the rest of a micro batch "
-        f"({host_time.MICROBATCH_S * 1e3:.2f} ms: embedding, head, loss, the schedule); MoE's routing launches (40: counted) x the measured launch cost; Transformer Engine's layers TE_HOST_PER_LAYER "
+        f"({host_time.MICROBATCH_S * 1e3:.2f} ms: embedding, head, loss, the schedule; {host_time.MICROBATCH_PASSES:.2f} layer passes "
+        "measured unprofiled on one host, device call 43, where the profile split it at 0.98); MoE's routing launches (40: counted) x the measured launch cost; Transformer Engine's layers TE_HOST_PER_LAYER "
         "a pass instead; the local layer pass by its architecture against the GPT layer the profile measured (x 1 + "
         "each feature's share: RoPE unfused, SwiGLU, GQA, RMSNorm, no biases, the query/key norms; host_time.LAYER_FEATURES: "
         f"a Llama layer {1 + sum(v for k, v in host_time.LAYER_FEATURES.items() if k != 'qk-norm'):.2f}); TE's not "
@@ -437,10 +438,13 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "where one GeLU and one scale pass price 7.6.",
         f"- Megatron's host work, profiled (tools/trace_summary.py --phases on tests/fixtures/measurements/profiles): a dense",
         f"  layer pass {host_time.LAYER_PASS_S * 1e3:.2f} ms (forward {host_time.LAYER_FORWARD_SHARE:.2f} of it), the rest of a "
-        f"micro batch {host_time.MICROBATCH_S * 1e3:.2f} ms, an iteration {host_time.ITERATION_S * 1e3:.2f} ms + "
+        f"micro batch {host_time.PROFILED_MICROBATCH_S * 1e3:.2f} ms, an iteration {host_time.ITERATION_S * 1e3:.2f} ms + "
         f"{host_time.PER_TENSOR_S * 1e3:.3f} ms a parameter tensor",
         "  (tiny-l2-h256: 28 tensors, 10.1 ms; moe8-top2: 96, 22.6 ms); the profiler's own cost is in these, and",
-        "  HOST_SPEED scales them to the runs.",
+        "  HOST_SPEED scales them to the runs. Unprofiled (tools/host_split_fit.py, device call 43: the tiny GPT at 1-8",
+        f"  layers x 1-8 micro batches, each point twice, beside a reference every three runs) a micro batch beyond its layers is",
+        f"  {host_time.MICROBATCH_PASSES:.2f} layer passes (90 % 1.45-3.80), not 0.98: the profiler took the split toward the layers, whose",
+        "  ops are most of a step's; the model takes the unprofiled split (call 42's grid, without references, could not tell).",
         f"- Dropout (torch, forward + backward): {rates.op_seconds('dropout', 1) * 1e12:.1f} ps an element; inside cuDNN's fused "
         f"attention (tools/fused_attention_bench.py): {timing.FUSED_ATTENTION_SCORE_S * 1e12:.2f} ps a causal score.",
         f"- The data loader's causal mask: {data_loader.LOADER_MASK_BYTES_PER_S / 1e9:.2f} GB/s of mask (te-s16384-b1 with and without it, "
@@ -675,11 +679,11 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "  tiny GPT at 8 layers and one micro batch comes out high and at 2 layers and 4 micro batches low (the",
         "  host-calibrated column): the profile's split, which puts a micro batch beyond its layers at 0.98 of a layer",
         "  pass, is likely low for the micro batch (the runs at 1-8 micro batches a step say 2-3 passes; fitting the",
-        "  split beside the one host speed moved the GPU-bound runs' median from 4 to 6 %, so it is not fitted). Call 42",
-        "  ran that series unprofiled on one host (1-8 layers x 1-8 micro batches, tools/host_split_fit.py) by a rule",
-        "  written down before: a micro batch beyond its layers came out at 1.39 layer passes, its 90 % interval 0.21 to",
-        "  4.29, which holds the profile's 0.98, so the split stays; the one job run four times in the call took 51.6 to",
-        "  67.1 ms. A grid that separates the split from the host's drift needs repeats interleaved with every point.",
+        "  split beside the one host speed moved the GPU-bound runs' median from 4 to 6 %, so it is not fitted). Calls 42",
+        "  and 43 ran that series unprofiled on one host each (tools/host_split_fit.py) by a rule written down before: call",
+        "  42's interval (0.21-4.29 layer passes) held the profile's 0.98, the host drifting 30 % within it; call 43, each",
+        "  point twice beside a reference every three runs, gave 2.16 (1.45-3.80), which the model now takes. Open: the",
+        "  iteration's own terms (the grid's intervals hold 0), and the two runs of a point still 40 % apart at times.",
         "- TE's host split without the profiler's own cost, which call 12 found to differ from run to run: Megatron's",
         "  timers (`--timing-log-level 2`) add a device sync to each timer and change what they time; a sampling",
         "  profiler (py-spy) on the device image would not.",

@@ -38,7 +38,15 @@ from .layer_time import _recomputed_fraction
 # profiled seconds (tools/trace_summary.py --phases on the fixtures; tests/test_host_time.py recomputes them)
 LAYER_PASS_S = 5.76e-3  # one dense layer's forward and backward
 LAYER_FORWARD_SHARE = 0.46  # of it, the forward (what full recompute repeats)
-MICROBATCH_S = 5.64e-3  # a micro batch beyond its layers
+PROFILED_MICROBATCH_S = 5.64e-3  # a micro batch beyond its layers, as the profile split it (0.98 of a layer pass)
+# A micro batch beyond its layers, in layer passes, unprofiled (device call 43, tools/host_split_fit.py, by the rule
+# written down before it ran): the tiny GPT at 1-8 layers x 1-8 micro batches, each point twice, on one host, each
+# run over its neighbouring references' speed: 2.162 passes (90 % 1.45-3.80), where the profile's 0.98 lies outside.
+# The profiler adds its cost to every op, most of them a layer's: it took the split toward the layers. Call 42's grid,
+# without the references, could not tell (0.21-4.29: the host drifted 30 %). The iteration's terms stay the
+# profile's (the grid's intervals for them hold 0).
+MICROBATCH_PASSES = 2.162
+MICROBATCH_S = LAYER_PASS_S * MICROBATCH_PASSES
 MICROBATCH_FORWARD_SHARE = 0.505  # of a micro batch's host time, before the loss (the NaN check's sync)
 ITERATION_S = 4.94e-3  # the iteration's host work beyond its per-tensor part
 PER_TENSOR_S = 1.84e-4  # per parameter tensor of the rank, without Apex or TE (grad norm sync, copies): the slope
