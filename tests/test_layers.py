@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "compiler"
 # The wings (megatron, platform) sit below the stages that read them and above what they need.
 LAYERS = {
     "tuples": -1,  # the NamedTuple base every layer's plain data uses
-    "paths": 0, "diagnostics": 0, "__init__": 0, "installation": 0, "tree": 0,
+    "paths": 0, "diagnostics": 0, "__init__": 0, "installation": 0, "tree": 0, "text": 0,
     "load": 1,
     "schema": 2,
     "megatron": 3, "platform": 3,

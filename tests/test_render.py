@@ -13,7 +13,7 @@ from compiler.render.quoting import (
     QUOTING_FILTERS, Safe, TemplateSafetyError, docker_str, sh, sh_command, sh_word,
 )
 from compiler.render.quoting import finalize as _finalize
-from compiler.schema.formats import CONTROL
+from compiler.text import CONTROL
 from compiler.render.render import environment, templates_dir
 from helpers import REPO, compile_text, resolved_text
 

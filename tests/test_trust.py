@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from compiler.render.quoting import TemplateSafetyError, md, sh
-from compiler.schema.formats import CONTROL
+from compiler.text import CONTROL
 
 from helpers import compile_text, resolved_text
 

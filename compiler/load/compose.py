@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from ..diagnostics import Diagnostic, Span, make_error
 from . import inputs
-from ..schema.formats import printable
+from ..text import printable
 from .discover import leaves, trusted_root
 from .override import Override
 from .source import Location, ScalarSpelling, SourceDoc, load_file, load_value

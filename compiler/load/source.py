@@ -16,7 +16,7 @@ import yaml
 
 from ..tuples import NamedTuple
 from ..diagnostics import Diagnostic, Span, make_error
-from ..schema.formats import printable
+from ..text import printable
 from .inputs import read_bytes
 
 try:  # the C parser is several times faster and gives the same marks

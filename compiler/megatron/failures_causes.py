@@ -351,8 +351,7 @@ FRAME_MARK = "in validate_args"  # in every line VALIDATE_FRAME matches
 
 @lru_cache(maxsize=1)
 def _refusals() -> tuple[dict[int, dict[str, Any]], tuple[tuple[str, dict[str, Any]], ...]]:
-    """validate_args's statements, once: the first of each line number, and the literal text (24 characters
-    or more) of each message, in the statements' order."""
+    """validate_args's statements, once: the first of each line number, each message's literal text (24+ characters)."""
     by_line: dict[int, dict[str, Any]] = {}
     literals: list[tuple[str, dict[str, Any]]] = []
     for s in refusal_statements():
@@ -368,22 +367,16 @@ def validate_refused(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     by_line, literals = _refusals()
     for w in files.workers:
         lines = train_lines(w)
-        # linear in the log: the messages that occur anywhere in it (one scan of the text each) are the only
-        # ones a line can hold; a log with none of them and no validate_args frame is not looked at line by line
+        # linear: only the messages somewhere in the log (a scan each) can be in a line; none and no frame, no lines
         whole = joined_text(lines)
-        present = tuple((lit, s) for lit, s in literals if lit in whole)
-        framed = FRAME_MARK in whole
-        del whole
+        present, framed = tuple((lit, s) for lit, s in literals if lit in whole), FRAME_MARK in whole
         if not present and not framed:
             continue
         hit: tuple[Line, dict[str, Any]] | None = None
         for x in lines:
-            text = x.text
-            m = VALIDATE_FRAME.search(text) if framed and FRAME_MARK in text else None
-            number = to_int(m.group(1)) if m else None
-            st = by_line.get(number) if number is not None else None
-            if st is None:
-                st = next((s for lit, s in present if lit in text), None)
+            m = VALIDATE_FRAME.search(x.text) if framed and FRAME_MARK in x.text else None
+            st = by_line.get(to_int(m.group(1)) or -1) if m else None
+            st = st or next((s for lit, s in present if lit in x.text), None)
             if st is not None:
                 hit = (x, st)
                 break
@@ -392,10 +385,10 @@ def validate_refused(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
         line, st = hit
         flags = [f"--{d.replace('_', '-')}" for d in dests_read(*st.get("guard", ()), *(
             [st["test"]] if st["kind"] == "assert" else []))]
-        said = st.get("message") or f"assert {st.get('test')}"
         yield Finding(
             "megatron-validate-args", f"Megatron's validate_args refused the arguments at start "
-            f"(megatron/training/arguments.py:{st['line']} at 571370c8): {said}", (line.evidence(),),
+            f"(megatron/training/arguments.py:{st['line']} at 571370c8): "
+            f"{st.get('message') or 'assert ' + str(st.get('test'))}", (line.evidence(),),
             (Fix("training.args", "the flags it reads: " + ", ".join(flags[:6]) + " (a raw flag, or the typed field "
                  "that passes it); `megatron-compile` reports this before the job (megatron-validate-args)"),),
             worker=w.index, rank=line.rank)

@@ -345,22 +345,16 @@ def runtime_record(files: RunFiles, facts: DoctorFacts) -> Iterator[Finding]:
     """runtime.txt against the spec: the Megatron commit the image carries, the GPUs torch saw."""
     for w in files.workers:
         commit = runtime_value(w, "megatron_commit")
-        if commit and facts.megatron_commit and commit.text.split(": ", 1)[1] != facts.megatron_commit:
-            found = commit.text.split(": ", 1)[1]
-            yield Finding(
-                "wrong-megatron-commit",
-                f"the image carries Megatron-LM {found[:12]}, the spec pins {facts.megatron_commit[:12]}",
-                (commit.evidence(),),
-                (Fix("image.tag", f"an image built from this spec at megatron.commit {facts.megatron_commit} "
-                     "(rebuild and push it: buildx.sh or regctl.sh), or"),
-                 Fix("megatron.commit", f"{found}, if that commit is the one meant")),
-                worker=w.index,
-            )
+        if commit and facts.megatron_commit and (found := commit.text.split(": ", 1)[1]) != facts.megatron_commit:
+            yield Finding("wrong-megatron-commit", f"the image carries Megatron-LM {found[:12]}, the spec pins "
+                          f"{facts.megatron_commit[:12]}", (commit.evidence(),),
+                          (Fix("image.tag", f"an image built from this spec at megatron.commit {facts.megatron_commit} "
+                               "(rebuild and push it: buildx.sh or regctl.sh), or"),
+                           Fix("megatron.commit", f"{found}, if that commit is the one meant")), worker=w.index)
         gpus = runtime_value(w, "gpu_count")
-        seen = to_int(gpus.text.split(": ", 1)[1]) if gpus else None
-        if gpus and seen is not None and seen != facts.gpus_per_worker:
-            yield Finding("runtime-gpu-count", f"torch saw {gpus.text.split(': ', 1)[1]} GPU(s) on worker {w.index}, "
-                          f"the spec asks for {facts.gpus_per_worker}", (gpus.evidence(),),
+        if gpus and (seen := to_int(gpus.text.split(": ", 1)[1])) is not None and seen != facts.gpus_per_worker:
+            yield Finding("runtime-gpu-count", f"torch saw {seen} GPU(s) on worker {w.index}, the spec asks for "
+                          f"{facts.gpus_per_worker}", (gpus.evidence(),),
                           (Fix("resources.gpus_per_worker", "the GPUs the worker has"),), worker=w.index)
 
 

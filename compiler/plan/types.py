@@ -8,7 +8,7 @@ from ..tuples import NamedTuple
 from ..megatron.flags import Flag
 from ..megatron.parallel import ParallelLayout, RankLayout
 from ..platform.engine import Job, NodeEnv
-from ..schema.formats import printable
+from ..text import printable
 from .shell import Word
 
 if TYPE_CHECKING:

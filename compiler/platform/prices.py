@@ -16,7 +16,7 @@ from typing import Any
 from ..tuples import NamedTuple
 from ..diagnostics import Diagnostic, make_error
 from ..load.source import SourceDoc
-from ..schema.formats import printable
+from ..text import printable
 
 ANY_ENGINE = "any"
 _AWS = ("Amazon EC2 Capacity Blocks for ML pricing, aws.amazon.com/ec2/capacityblocks/pricing/, "

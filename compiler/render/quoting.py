@@ -17,7 +17,7 @@ import jinja2
 from ..plan.shell import Var, Word
 from ..platform.engine import EnvParam
 from ..plan.types import Header
-from ..schema.formats import CONTROL
+from ..text import CONTROL
 
 
 class TemplateSafetyError(Exception):

@@ -19,7 +19,7 @@ import yaml
 from .. import installation
 from ..platform.engines import engine
 from ..plan.types import Plan
-from ..schema.formats import CONTROL
+from ..text import CONTROL
 from .quoting import QUOTING_FILTERS, TemplateSafetyError, finalize
 
 

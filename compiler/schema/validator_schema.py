@@ -10,7 +10,7 @@ from . import formats, records
 
 PYDANTIC = '2.14.4'
 PYDANTIC_CORE = '2.50.5'
-KEY = 'dc6d823107a98f2588b2f8b9bfdc2f7c'
+KEY = '2be9536bd479b90dbd458bf76437b33d'
 
 
 def schema() -> dict[str, Any]:
