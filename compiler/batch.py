@@ -199,7 +199,10 @@ def worker_pool(workers: int) -> Any:
 def run_batch(arguments: list[str], options: Options) -> tuple[list[Diagnostic], Iterator[Outcome]]:
     """Find the specs named by the arguments; the diagnostics of the search, and each spec's outcome."""
     specs, missing, explicit = find_specs(arguments)
-    diagnostics = [make_error("file-unreadable", "no such spec file, directory or glob match", file=m) for m in missing]
+    diagnostics = [make_error("file-unreadable", "no such spec file, directory or glob match", file=m) if m else
+                   make_error("file-unreadable", "an empty argument names no spec", file="''",
+                              hint="name a spec file (.yaml), a directory of them or a glob")
+                   for m in missing]
     if not specs and not missing:
         diagnostics.append(make_error("no-specs", "no *.yaml or *.yml spec found", file=" ".join(arguments)))
     bases = bases_of(specs)

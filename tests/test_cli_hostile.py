@@ -207,3 +207,11 @@ def test_size_json_unknown_gpu_is_a_usage_error_in_json() -> None:
     proc = cli("size", GPT_1B, "--gpu", "tpu-v9", "--format", "json")
     no_traceback(proc)
     assert proc.returncode == 2 and "tpu-v9" in one_json_failure(proc)[0]["message"]
+
+
+def test_an_empty_argument_is_named_and_refused() -> None:
+    """`megatron-compile ""` (an unset shell variable) says so, under a name a reader can see."""
+    proc = cli("")
+    assert proc.returncode == 1
+    both = no_traceback(proc)
+    assert both.startswith("'': error: an empty argument names no spec"), both

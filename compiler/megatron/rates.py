@@ -56,8 +56,16 @@ def gemm_seconds(m: float, n: float, k: float, kind: str = "fwd", dtype: str = "
     forward's: tokens, output features, input features)."""
     if m <= 0 or n <= 0 or k <= 0:
         return 0.0
+    return 2.0 * m * n * k / _gemm_rate(m, n, k, kind, dtype)
+
+
+# A pure function of its arguments and the committed table, memoised: `size` prices the same few hundred shapes
+# for tens of thousands of layouts (the interpolation was most of its time); a compile's figures are the same.
+@lru_cache(maxsize=1 << 16)
+def _gemm_rate(m: float, n: float, k: float, kind: str, dtype: str) -> float:
+    """The interpolated rate (FLOP/s) of an (m x k)·(k x n) GEMM of `kind` and `dtype`."""
     grid, rates = _gemm_grid(dtype, kind)
-    return 2.0 * m * n * k / math.exp(_interpolate((grid, grid, grid), rates, (m, n, k)))
+    return math.exp(_interpolate((grid, grid, grid), rates, (m, n, k)))
 
 
 def _interpolate(axes: tuple[tuple[int, ...], ...], values: dict[tuple[int, ...], float],
@@ -161,17 +169,21 @@ def bmm_seconds(batch_heads: float, seq: float, head_dim: float, kind: str) -> f
     return float(per * batch_heads * seq * seq * head_dim)
 
 
+@lru_cache(maxsize=None)
+def _largest_op_row(op: str) -> dict[str, Any]:
+    """The op's row measured at the most elements (the table is read once; `size` asks hundreds of thousands of times)."""
+    return max((r for r in table()["ops"] if r["op"] == op), key=lambda r: r["elements"])
+
+
 def op_seconds(op: str, elements: float) -> float:
     """Forward + backward of a bandwidth-bound op over `elements` elements (bf16; the *_fp32 ops fp32)."""
-    rows = [r for r in table()["ops"] if r["op"] == op]
-    big = max(rows, key=lambda r: r["elements"])
+    big = _largest_op_row(op)
     return float(elements * big["fwd_bwd_s"] / big["elements"])
 
 
 def op_forward_seconds(op: str, elements: float) -> float:
     """The op's forward alone (recompute repeats it)."""
-    rows = [r for r in table()["ops"] if r["op"] == op]
-    big = max(rows, key=lambda r: r["elements"])
+    big = _largest_op_row(op)
     return float(elements * big["fwd_s"] / big["elements"])
 
 
