@@ -234,3 +234,17 @@ def test_the_console_entry_freezes_what_the_run_made_for_the_exit(monkeypatch, c
     finally:
         gc.unfreeze()
     assert "megatron-compile" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("typo, line", [("    num_layers: 4", "    num_layrs: 4"), ("  precision: bf16", "  precison: bf16")])
+def test_an_unknown_key_does_not_hide_the_rest_of_its_section(tmp_path, in_repo, typo, line):
+    """A misspelt key is read as the key it misspells for the rules' sake: the other mistakes of its section (here
+    mock data without its tokenizer) are reported in the same run."""
+    text = resolved_text("pretrain-mock").replace(typo, line).replace("type: NullTokenizer", "type: GPT2BPETokenizer")
+    spec = tmp_path / "typo.yaml"
+    spec.write_text(text)
+    code, out, _ = run("--format", "json", str(spec), "-o", str(tmp_path / "out"))
+    assert code == 1
+    codes = sorted(d["code"] for d in json.loads(out))
+    assert "unknown-key" in codes and "megatron-mock-tokenizer" in codes, codes
+    assert not (tmp_path / "out").exists()

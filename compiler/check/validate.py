@@ -197,6 +197,33 @@ def pydantic_to_diagnostics(error: ValidationError, doc: SourceDoc, base: tuple[
     return [d for i, d in enumerate(out) if missing.get(i) not in suggested]
 
 
+def _recovered(data: Any, error: ValidationError) -> Any:
+    """The spec as the rules may read it past its unknown keys: each renamed to the key it misspells (the
+    did-you-mean its diagnostic gives) or dropped, so that the section it sits in still validates and that
+    section's rules still report what else is wrong. The spec itself stays refused by the unknown key."""
+    fixed: Any = None
+    for err in error.errors(include_url=False):
+        if err["type"] != "extra_forbidden":
+            continue
+        path = tuple(p for p in err["loc"] if p != "[key]")
+        if fixed is None:
+            import copy  # deferred: a spec with an unknown key only
+
+            fixed = copy.deepcopy(data)
+        node = fixed
+        for step in path[:-1]:
+            node = node.get(step) if isinstance(node, dict) else (
+                node[step] if isinstance(node, list) and isinstance(step, int) and 0 <= step < len(node) else None)
+        key = path[-1] if path else None
+        if not isinstance(node, dict) or key not in node:
+            continue  # a location that is not the document's own shape (a union's branch): left as it is
+        value = node.pop(key)
+        guess = _did_you_mean(str(key), path[:-1]) if is_identifier(key) else None
+        if guess is not None and guess not in node:
+            node[guess] = value
+    return data if fixed is None else fixed
+
+
 class Checked(NamedTuple):
     spec: JobSpec | None  # None when any error was found
     facts: Facts
@@ -204,20 +231,23 @@ class Checked(NamedTuple):
 
 
 def check(doc: SourceDoc, hf_config: ConfigJson | None = None) -> Checked:
-    """Check a loaded spec: its schema, then the facts and the rules on every section that validated."""
+    """Check a loaded spec: its schema, then the facts and the rules on every section that validated (past its
+    unknown keys: _recovered)."""
     diags: list[Diagnostic] = []
     spec: JobSpec | None = None
+    data = doc.data
     try:
         spec = schema_validator.validator().validate_python(doc.data)
     except ValidationError as exc:
         diags.extend(pydantic_to_diagnostics(exc, doc))
+        data = _recovered(doc.data, exc)
     # The rules see each section that validated on its own, even when another one failed.
     sections: dict[str, Any] = {}
     if spec is not None:
         sections = {name: getattr(spec, name) for name in schema_validator.SECTIONS if getattr(spec, name) is not None}
     else:
         for name in schema_validator.SECTIONS:
-            raw = doc.data.get(name, {} if name in ("parallelism", "training") else None)
+            raw = data.get(name, {} if name in ("parallelism", "training") else None)
             if not isinstance(raw, dict):
                 continue
             try:
