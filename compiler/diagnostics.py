@@ -110,6 +110,7 @@ CODES: dict[str, str] = {
     "path-glob": "a path is a glob pattern where one file is read",
     "credential-in-spec": "a value looks like a credential",
     "reserved-env": "an environment variable the launch command owns",
+    "visible-devices": "CUDA_VISIBLE_DEVICES lists another number of GPUs than a worker's ranks",
     "import-marker": "a placeholder `import` wrote for a value it could not know (@unset:X@, @runtime:date@)",
     # pretrain_gpt.py: Megatron-LM's own argument rules
     "pretrain-missing-section": "pretrain_gpt.py needs a typed section the spec lacks",

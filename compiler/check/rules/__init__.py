@@ -26,7 +26,9 @@ from .runtime import check_kernel_needs, check_pipeline_split, check_validate_ar
 from .scripts import check_script_exists
 from .slow import check_routing, check_slow_training
 from .stop import check_stop, check_stop_limit
-from .safety import check_credentials, check_image_values, check_import_markers, check_reserved_env
+from .safety import (
+    check_credentials, check_image_values, check_import_markers, check_reserved_env, check_visible_devices,
+)
 from .storage import check_read_only, check_reserved_mount, check_run_root, check_script_in_root
 
 RULES: tuple[Rule, ...] = (
@@ -42,6 +44,7 @@ RULES: tuple[Rule, ...] = (
     Rule("bounded-example-args", ("training",), check_bounded_args),
     Rule("unsafe-character", ("megatron",), check_image_values),
     Rule("reserved-env", ("training",), check_reserved_env),
+    Rule("visible-devices", ("training", "resources"), check_visible_devices),
     Rule("rdma-single-worker", ("resources",), check_rdma),
     Rule("credential-in-spec", (), check_credentials),
     Rule("import-marker", (), check_import_markers),

@@ -133,6 +133,24 @@ def check_reserved_env(ctx: RuleContext) -> Iterator[Diagnostic]:
             )
 
 
+def check_visible_devices(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """torchrun starts gpus_per_worker processes a worker, each on the device its LOCAL_RANK numbers among those
+    CUDA_VISIBLE_DEVICES leaves; a list of another length starves ranks of a GPU ('invalid device ordinal') or
+    leaves GPUs idle, after launch.sh's GPU count has passed (it counts what nvidia-smi sees)."""
+    value = ctx.sections["training"].env.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return
+    devices = [d for d in value.split(",") if d.strip()]
+    wanted = ctx.sections["resources"].gpus_per_worker
+    if len(devices) != wanted:
+        yield ctx.locate(
+            "visible-devices", f"training.env.CUDA_VISIBLE_DEVICES lists {len(devices)} device"
+            f"{'' if len(devices) == 1 else 's'} where each worker starts {wanted} ranks (resources.gpus_per_worker)",
+            ("training", "env", "CUDA_VISIBLE_DEVICES"),
+            hint="remove it (each rank takes the GPU of its local rank), or list exactly gpus_per_worker devices",
+        )
+
+
 def _strings(value: Any) -> Iterator[tuple[tuple[str | int, ...], str, bool]]:
     """(path, text, is_key) for every string in the raw data, keys included."""
     return ((path, node, is_key) for path, node, is_key in nodes(value) if isinstance(node, str))
