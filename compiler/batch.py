@@ -117,7 +117,10 @@ def process(path: str, conflict_with: str | None, options: Options) -> Outcome:
     assert result.files is not None
     staging = None if options.staging is None else options.staging.get(stem, ())
     emitted = write_outputs(Path(directory), result.files, force=options.force, spec_file=display, staging=staging)
-    diags = diags + emitted.diagnostics
+    diags = diags + emitted.diagnostics + [Diagnostic(
+        code="artifact-extra", severity=Severity.ERROR if options.werror else Severity.WARNING, file=display,
+        message=f"{p} is not produced by {display}; left as it is, and --check fails on it",
+        hint="delete it or move it out of the directory") for p in emitted.foreign]
     note = ""
     if not emitted.diagnostics and not options.quiet:
         if emitted.written or emitted.removed:

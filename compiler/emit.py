@@ -58,6 +58,7 @@ class EmitResult:
         self.written: list[Path] = []
         self.unchanged: list[Path] = []
         self.removed: list[Path] = []
+        self.foreign: list[Path] = []  # files the compiler did not write, left as they are (--check reports them)
         self.diagnostics: list[Diagnostic] = []
 
 
@@ -296,6 +297,8 @@ def _update(directory: Path, files: dict[str, str], force: bool, result: EmitRes
         if name not in files and entry.is_file() and is_generated(Path(entry.path)):
             os.unlink(entry.path)
             result.removed.append(directory / name)
+        elif name not in files:
+            result.foreign.append(directory / name)
 
 
 class CheckResult:
@@ -322,8 +325,10 @@ class CheckResult:
                           file=self.spec_file, hint=fix) for p in self.changed]
         out += [make_error("artifact-missing", f"{p} is missing: {self.spec_file} compiles to it",
                            file=self.spec_file, hint=fix) for p in self.missing]
-        out += [make_error("artifact-extra", f"{p} is not produced by {self.spec_file}",
-                           file=self.spec_file, hint=f"delete it, or {fix}") for p in self.extra]
+        out += [make_error("artifact-extra", f"{p} is not produced by {self.spec_file}", file=self.spec_file,
+                           hint=f"{fix}: the compiler removes what it wrote before" if is_generated(p) else
+                           "delete it or move it out of the directory: the compiler leaves a file it did not write")
+                for p in self.extra]
         return out
 
 

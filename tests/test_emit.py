@@ -133,6 +133,18 @@ def test_stale_generated_files_are_removed_and_foreign_ones_kept(tmp_path):
     result = write_outputs(tmp_path, fewer, force=False, spec_file="x.yaml")
     assert [p.name for p in result.removed] == ["c.txt"]
     assert (tmp_path / "notes.md").exists()
+    assert [p.name for p in result.foreign] == ["notes.md"]  # reported: --check fails on it
+
+
+def test_a_compile_warns_of_a_file_it_leaves_that_check_fails_on(tmp_path, in_repo):
+    assert _cli("specs/tp2.yaml", "-o", str(tmp_path))[0] == 0
+    (tmp_path / "tp2" / "notes.md").write_text("mine\n")
+    code, out, _ = _cli("specs/tp2.yaml", "-o", str(tmp_path))
+    assert code == 0 and (tmp_path / "tp2" / "notes.md").exists()
+    assert (f"specs/tp2.yaml: warning: {tmp_path}/tp2/notes.md is not produced by specs/tp2.yaml; left as it is, and "
+            "--check fails on it  [artifact-extra]\n  hint: delete it or move it out of the directory\n") in out
+    code, out, _ = _cli("--check", "specs/tp2.yaml", "-o", str(tmp_path))
+    assert code == 1 and "hint: delete it or move it out of the directory: the compiler leaves a file" in out
 
 
 def test_check_reports_changed_missing_and_extra(tmp_path):
