@@ -20,6 +20,7 @@ from ..megatron.runfiles import RUN_CHECKPOINT_DIR
 from ..one_pass import compile_spec
 from .compile import print_diagnostics, refuses_overwrite, relative_to_spec
 from .seed import SEED_BASE
+from .size_cli import MAX_GPUS, MAX_GPUS_PER_WORKER, MAX_WORKERS, whole_number
 
 SCHEMA_LINE = "# yaml-language-server: $schema=../schemas/megatron-job.schema.json"
 
@@ -120,11 +121,12 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
                                      description="Write a commented spec that compiles as written.")
     parser.add_argument("name", help="the run name: lowercase letters, digits and '-'")
     parser.add_argument("-o", "--output", help="the spec file (default: specs/NAME.yaml)")
-    parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--gpus-per-worker", type=int, default=8)
-    parser.add_argument("--tp", type=int, default=1, help="tensor parallel")
-    parser.add_argument("--pp", type=int, default=1, help="pipeline parallel")
-    parser.add_argument("--cp", type=int, default=1, help="context parallel")
+    # whole numbers within what a spec can give, so that a 0 is the option's usage error, not a spec's knock-ons
+    parser.add_argument("--workers", type=whole_number(MAX_WORKERS), default=1, metavar="N")
+    parser.add_argument("--gpus-per-worker", type=whole_number(MAX_GPUS_PER_WORKER), default=8, metavar="N")
+    parser.add_argument("--tp", type=whole_number(MAX_GPUS), default=1, metavar="N", help="tensor parallel")
+    parser.add_argument("--pp", type=whole_number(MAX_GPUS), default=1, metavar="N", help="pipeline parallel")
+    parser.add_argument("--cp", type=whole_number(MAX_GPUS), default=1, metavar="N", help="context parallel")
     parser.add_argument("--extends", metavar="BASE",
                         help="extend a base spec instead of writing image/megatron/storage: a path from the working "
                         "directory, or from the spec's directory (default: base.yaml beside the spec, when it exists)")

@@ -8,8 +8,9 @@ from typing import Any, TextIO
 DESCRIPTION = "Rank the parallel layouts that fit a spec's model on a GPU type by estimated time per iteration."
 # the options' bounds: the largest world and worker a spec can give (schema/models.py Resources: 1024 workers of at
 # most 16 GPUs), and more layouts than anyone reads (each one printed is one more compile)
-MAX_GPUS = 1024 * 16
+MAX_WORKERS = 1024
 MAX_GPUS_PER_WORKER = 16
+MAX_GPUS = MAX_WORKERS * MAX_GPUS_PER_WORKER
 MAX_TOP = 1000
 
 
@@ -39,7 +40,7 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
 
-def _count(most: int) -> Any:
+def whole_number(most: int) -> Any:
     """An argparse type: a whole number from 1 to `most`; anything else is a usage error naming the option."""
     def parse(text: str) -> int:
         try:
@@ -56,11 +57,11 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="megatron-compile size", description=DESCRIPTION)
     p.add_argument("spec", metavar="SPEC")
     p.add_argument("--gpu", help="GPU type (h200, h100, a100, h20, l40s); default: the spec's worker flavor, else h200")
-    p.add_argument("--max-gpus", type=_count(MAX_GPUS), metavar="N",
+    p.add_argument("--max-gpus", type=whole_number(MAX_GPUS), metavar="N",
                    help=f"most GPUs to use, 1 to {MAX_GPUS} (default: the spec's world size)")
-    p.add_argument("--gpus-per-worker", type=_count(MAX_GPUS_PER_WORKER), default=8, metavar="N",
+    p.add_argument("--gpus-per-worker", type=whole_number(MAX_GPUS_PER_WORKER), default=8, metavar="N",
                    help=f"GPUs per worker for multi-worker layouts, 1 to {MAX_GPUS_PER_WORKER} (default 8)")
-    p.add_argument("--top", type=_count(MAX_TOP), default=10, metavar="K",
+    p.add_argument("--top", type=whole_number(MAX_TOP), default=10, metavar="K",
                    help=f"how many layouts to print, 1 to {MAX_TOP} (default 10)")
     p.add_argument("--rank", choices=("time", "gpu-hours"), default="time", help="rank by time per iteration or GPU-hours")
     p.add_argument("--explain-rank", action="store_true", help="show each term (compute, bubble, communication)")
