@@ -161,8 +161,9 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
     try:
         report = diff(args.specs, args.base, os.getcwd())
     except GitError as exc:
-        err.write(format_text([make_error("diff-git", str(exc), file=".", hint="run inside the repository, "
-                                          "with the base revision fetched (actions/checkout: fetch-depth: 0)")]))
+        err.write(format_text([make_error("diff-git", str(exc), file="megatron-compile diff",
+                                          hint="run inside the repository, with the base revision fetched "
+                                          "(actions/checkout: fetch-depth: 0)")]))
         return 1
 
     if args.format == "json":
