@@ -8,6 +8,7 @@ report as comments at its top) and is the command line.
 from __future__ import annotations
 
 import argparse
+import os
 import math
 import re
 from pathlib import Path
@@ -96,6 +97,9 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     target = Path(args.output)
+    if not Path(args.script).is_file():  # bash would say so in its stderr, under a message about torchrun
+        err.write(f"{args.script}: cannot import: {'not a regular file' if os.path.lexists(args.script) else 'no such file'}\n")
+        return 1
     if refuses_overwrite(target, args.force, err):
         return 1
     name = args.name or re.sub(r"[^a-z0-9-]+", "-", target.stem.lower()).strip("-")[:63] or "imported"
