@@ -98,7 +98,8 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
         return int(exc.code or 0)
     target = Path(args.output)
     if not Path(args.script).is_file():  # bash would say so in its stderr, under a message about torchrun
-        err.write(f"{args.script}: cannot import: {'not a regular file' if os.path.lexists(args.script) else 'no such file'}\n")
+        what = "not a regular file" if os.path.lexists(args.script) else "no such file"
+        err.write(f"{args.script}: cannot import: {what}\n")
         return 1
     if refuses_overwrite(target, args.force, err):
         return 1

@@ -52,7 +52,8 @@ def _worker_rows(per_worker: list[list[int]]) -> tuple[tuple[str, str], ...]:
 
 
 def _mb(value: float) -> str:
-    return f"{value:,.2f} MB"
+    """A memory figure in MiB (2**20 bytes: what Megatron's memory report calls MB)."""
+    return f"{value:,.2f} MiB"
 
 
 def _bytes(value: int) -> str:
