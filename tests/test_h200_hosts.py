@@ -547,6 +547,26 @@ def test_call40_dense_shapes_held_out_are_the_logs_against_the_model_as_committe
         assert abs(p / m - 1) <= 0.15 and 0.91 <= m / p <= 1.18
 
 
+def test_call44_whole_small_models_held_out_are_the_logs_against_the_model_as_committed() -> None:
+    """Device call 44: five whole small models of the families users train, never run, their figures committed before
+    the call (b7032f8); the expectation written down, each within 15 % and the GPU-bound spread, memory within 5 %,
+    held (the README's rows are the logs' medians and Megatron's max allocated)."""
+    readme = (HOSTS / "README.md").read_text()
+    before = predicted(HOSTS / "call44" / "predicted-before.txt")
+    assert len(before) == 5
+    for name, p in before.items():
+        its = _fakepg_its("call44", name)
+        m = statistics.median(its)
+        row = f"| call44/{name} | {p:.0f} | {m:.1f} ({min(its):.1f}-{max(its):.1f}) | {(p / m - 1) * 100:+.1f}% | {m / p:.3f} |"
+        assert row in readme, row
+        assert abs(p / m - 1) <= 0.15 and 0.91 <= m / p <= 1.21
+        (log,) = (HOSTS / "call44" / "fakepg" / name.split("/")[0]).glob("first-rank*.log")
+        allocated = max(float(x) for x in re.findall(r"max allocated: ([\d.]+)", log.read_text()))
+        line = next(x for x in readme.splitlines() if x.startswith(f"| call44/{name} |"))
+        estimate = float(line.rsplit("|", 2)[-2].split("/")[0].replace(",", ""))
+        assert f"/ {allocated:,.0f} (" in line and abs(estimate / allocated - 1) <= 0.05
+
+
 def test_call38_gemm_call_table_is_the_traces() -> None:
     """Calls 36 and 38's profiled local-expert steps: tools/trace_summary.py --calls aten::mm gives the README's table
     of the host's GEMM calls (the slow ones' share rising with the tokens an expert receives), and --ops accounts for
