@@ -102,6 +102,7 @@ CODES: dict[str, str] = {
     "expert-divisibility": "expert-tensor x expert x pipeline does not divide the world size",
     "bounded-example-layout": "the bounded example hard-codes its parallel layout",
     "bounded-example-args": "the bounded example takes no arguments",
+    "tensor-spans-workers": "a tensor-parallel group holds GPUs of two workers",
     # safety
     "unsafe-character": "a value holds characters that cannot be made safe in an artifact",
     "env-empty-credential": "training.env sets a credential variable to an empty value",

@@ -20,6 +20,7 @@ from .megatron import (
 from .precision import check_fp8, check_performance
 from .parallel import (
     check_bounded_args, check_bounded_layout, check_expert_divisibility, check_parallel_divisibility, check_rdma,
+    check_tensor_spans_workers,
 )
 from .parallel_args import check_parallel_args
 from .runtime import check_kernel_needs, check_pipeline_split, check_validate_args
@@ -46,6 +47,7 @@ RULES: tuple[Rule, ...] = (
     Rule("reserved-env", ("training",), check_reserved_env),
     Rule("visible-devices", ("training", "resources"), check_visible_devices),
     Rule("rdma-single-worker", ("resources",), check_rdma),
+    Rule("tensor-spans-workers", ("resources", "parallelism"), check_tensor_spans_workers),
     Rule("credential-in-spec", (), check_credentials),
     Rule("import-marker", (), check_import_markers),
     Rule("pretrain-missing-section", ("training",), check_pretrain_sections),

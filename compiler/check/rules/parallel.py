@@ -101,3 +101,19 @@ def check_rdma(ctx: RuleContext) -> Iterator[Diagnostic]:
             "rdma-single-worker", "resources.rdma is on for a single worker, where it carries no traffic",
             ("resources", "rdma"), severity=Severity.WARNING, hint="turn it off, or use several workers",
         )
+
+
+def check_tensor_spans_workers(ctx: RuleContext) -> Iterator[Diagnostic]:
+    """Megatron orders ranks tensor-parallel first: a tensor-parallel group of more GPUs than a worker has, or one
+    that does not tile a worker, holds ranks of two workers, and its collectives (several a layer, on the critical
+    path) cross the network instead of NVLink. It runs; it is rarely what a user means."""
+    par: Any = ctx.sections["parallelism"]
+    res: Any = ctx.sections["resources"]
+    if res.workers > 1 and res.gpus_per_worker % par.tensor:
+        yield ctx.locate(
+            "tensor-spans-workers", f"parallelism.tensor ({par.tensor}) does not divide resources.gpus_per_worker "
+            f"({res.gpus_per_worker}): tensor-parallel groups span workers, and their all-reduces cross the network "
+            "every layer", ("parallelism", "tensor"), severity=Severity.WARNING,
+            hint=f"a tensor size that divides {res.gpus_per_worker} keeps each group within a worker; pipeline or "
+            "data parallel across workers",
+        )
