@@ -438,23 +438,37 @@ def _fit_te(ps: list[Parts], ys: list[float], f: Fit) -> Fit:
     return best[1]
 
 
-def fit(ps: list[Parts], ys: list[float]) -> Fit:
-    """The host's speed on the runs without TE, then the TE constants on the TE runs."""
-    return _fit_te(ps, ys, _fit_host(ps, ys, Fit(0.0)))
+# Fit's fields _fit_te sets: a TE run's prediction reads none of the others (its host is TE's fitted figures, it has no
+# local expert passes: _stages, _step), so the TE fit depends on the TE runs alone
+TE_FIELDS = ("te_host", "share", "te_it", "te_forward", "te_mb")
+
+
+def fit(ps: list[Parts], ys: list[float], te_fits: dict[tuple[tuple[int, float], ...], Fit] | None = None) -> Fit:
+    """The host's speed on the runs without TE, then the TE constants on the TE runs. With `te_fits` (validate's, for
+    its folds) the TE constants of a set of TE runs are searched once: every fold that leaves out a run without TE has
+    the same TE runs, and their grid search is most of the time."""
+    host = _fit_host(ps, ys, Fit(0.0))
+    if te_fits is None:
+        return _fit_te(ps, ys, host)
+    key = tuple((id(p), y) for p, y in zip(ps, ys) if p.te)  # the same Parts objects in every fold
+    if key not in te_fits:
+        te_fits[key] = _fit_te(ps, ys, host)
+    return host._replace(**{name: getattr(te_fits[key], name) for name in TE_FIELDS})
 
 
 def validate() -> dict[str, Any]:
     runs = load_runs()
     ps = [parts(r) for r in runs]
     fit_idx = [i for i, r in enumerate(runs) if not r.contended and not r.void and not r.unpriced]
-    full = fit([ps[i] for i in fit_idx], [runs[i].measured_s for i in fit_idx])
+    te_fits: dict[tuple[tuple[int, float], ...], Fit] = {}
+    full = fit([ps[i] for i in fit_idx], [runs[i].measured_s for i in fit_idx], te_fits)
     rows, folds = [], []
     for i, r in enumerate(runs):
         if i not in fit_idx:  # never fitted on: the full fit is out of sample for it
             h = full
         else:
             others = [j for j in fit_idx if j != i]
-            h = fit([ps[j] for j in others], [runs[j].measured_s for j in others])
+            h = fit([ps[j] for j in others], [runs[j].measured_s for j in others], te_fits)
             folds.append(h)
         pred = predict(ps[i], h)
         # calibrated: the fold's fit with the host's factor from its other kept runs (never this one)
