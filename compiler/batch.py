@@ -91,9 +91,7 @@ def process(path: str, conflict_with: str | None, options: Options) -> Outcome:
     result: CompileResult = compile_spec(path, display, overrides=options.overrides,
                                          render_files=options.check or writes, recorded=recorded,
                                          regenerate=regenerate, require_lock=options.require_lock)
-    diags = result.diagnostics
-    if options.werror:
-        diags = [d._replace(severity=Severity.ERROR) if d.severity is Severity.WARNING else d for d in diags]
+    diags = _promoted(result.diagnostics, options)
     stem = os.path.splitext(os.path.basename(path))[0]
     directory = os.path.join(options.out_dir, stem)
     if result.ok and conflict_with is not None:
@@ -117,10 +115,7 @@ def process(path: str, conflict_with: str | None, options: Options) -> Outcome:
     assert result.files is not None
     staging = None if options.staging is None else options.staging.get(stem, ())
     emitted = write_outputs(Path(directory), result.files, force=options.force, spec_file=display, staging=staging)
-    diags = diags + emitted.diagnostics + [Diagnostic(
-        code="artifact-extra", severity=Severity.ERROR if options.werror else Severity.WARNING, file=display,
-        message=f"{p} is not produced by {display}; left as it is, and --check fails on it",
-        hint="delete it or move it out of the directory") for p in emitted.foreign]
+    diags = diags + emitted.diagnostics + _promoted(emitted.warnings(display), options)
     note = ""
     if not emitted.diagnostics and not options.quiet:
         if emitted.written or emitted.removed:
@@ -197,6 +192,13 @@ def worker_pool(workers: int) -> Any:
     import multiprocessing  # deferred: not for a batch under PARALLEL_MIN_SPECS, importing it costs more than a compile
 
     return multiprocessing.get_context("fork").Pool(workers, initializer=_init_worker, initargs=(os.getpid(),))
+
+
+def _promoted(diags: list[Diagnostic], options: Options) -> list[Diagnostic]:
+    """The diagnostics, each warning an error under --werror."""
+    if not options.werror:
+        return diags
+    return [d._replace(severity=Severity.ERROR) if d.severity is Severity.WARNING else d for d in diags]
 
 
 def run_batch(arguments: list[str], options: Options) -> tuple[list[Diagnostic], Iterator[Outcome]]:
