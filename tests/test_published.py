@@ -87,7 +87,8 @@ def test_fused_softmax_runs_only_at_the_shapes_its_kernel_takes() -> None:
     block (4 at 1024 keys, 8 at 128 or fewer); the vTrain TP 8 rows at micro batch 1 (16 heads: 2 a rank) fall
     back to torch's softmax, which costs its GPU passes and launches."""
     from compiler.megatron.flops import FlopsArgs
-    from compiler.megatron.layer_time import Model, fused_softmax_available, stage_work
+    from compiler.megatron.kernels import fused_softmax_available
+    from compiler.megatron.layer_time import Model, stage_work
     from compiler.megatron.timing import Parallel
     assert fused_softmax_available(1, 4, 1024, 1024) and fused_softmax_available(2, 2, 1024, 1024)
     assert not fused_softmax_available(1, 2, 1024, 1024)  # 2 attention batches

@@ -335,6 +335,18 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "| bandwidth-bound passes | norms, bias adds, GeLU/SwiGLU, dropouts, residual adds, RoPE, reshape copies, "
         "GQA's repeated K/V, the embedding's dropout; fused kernels drop the passes they fuse | counted from the source; "
         "each op's forward+backward cost per element measured at 2^28 elements |",
+        "| local layers' element-wise paths | without the fused kernels (the local layers without Apex or TE), three paths "
+        "as Megatron runs them: SwiGLU (mlp.py's chunk into two strided halves, silu, the offset's add, the product; "
+        "SplitBackward's cat), the unfused RoPE (rope_utils.py: products with cos and sin broadcast over the heads, the "
+        "rotated half's negation and cats) on the query's and the key's heads, and torch's norm modules (RMSNorm or "
+        "LayerNorm with their weight gradient, by rows and width: the layer's norms over h, --qk-layernorm's over each "
+        "head); 14-16 ps an output element for SwiGLU and 27-40 for RoPE, where the passes priced 7.6 and 9.8, and "
+        "20-90 ps an element for a norm 64 wide, 4-10 for h 1024-8192 | measured: tools/layer_ew_bench.py over 2048-32768 "
+        "tokens x the widths a layer issues, replayed from a CUDA graph (compiler/megatron/data/layer-elementwise-h200.json "
+        "from tests/fixtures/h200-hosts/call46), interpolated in log space; checked against call 45's traces of five whole "
+        "jobs (tools/layer_path_check.py: SwiGLU 0.98-1.02 of the traced kernels, RoPE 0.86-1.00, norms 1.00-1.08). "
+        "GQA's repeat_interleave, benched too, came to 0.51-0.73 of its traced kernels (the traced key and value are "
+        "strided views and their gradients arrive permuted, which the bench's are not): it stays priced as passes |",
         "| embedding | the first stage's word embedding: the lookup and its backward (a zeroed gradient of the rank's "
         "vocabulary shard, each token's row added in; at TP > 1 VocabParallelEmbedding's masking) by tokens, hidden size, "
         "shard rows and TP; a learned position embedding's lookup the same way | measured: tools/embedding_bench.py over "
@@ -343,7 +355,8 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "log space; 0.13-6.2 ms, where the passes it replaces priced 0.03-0.45 ms (call 27's head bench found it "
         "unpriced) |",
         "| query/key norms | --qk-layernorm (Qwen3's, read from training.args or the converted config): a norm over each "
-        "head's query and key after QKV, at the measured cost an element of a norm that narrow (TE's RMSNorm "
+        "head's query and key after QKV; torch's (local layers) by the element-wise paths' norm table above, TE's and "
+        "Apex's at the measured cost an element of a norm that narrow (TE's RMSNorm "
         f"{rates.QK_NORM_S_PER_ELEMENT['te-rmsnorm'] * 1e12:.1f} ps, torch's {rates.QK_NORM_S_PER_ELEMENT['torch-rmsnorm'] * 1e12:.1f} "
         "ps, against the layer's own norms' 6.9) | measured on their own at two models' query and key shapes "
         "(tools/norm_host_bench.py, tests/fixtures/h200-hosts/call19); their host time is a layer feature (host row) |",

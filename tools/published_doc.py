@@ -61,7 +61,7 @@ CHANGES = (
     "pinned commit, the same test in Megatron-DeepSpeed's megatron/model/fused_softmax.py: b x heads a rank a "
     "multiple of 4 and of the kernel's batches per block, 4 at 1024 keys); elsewhere forward_torch_softmax runs, "
     "priced as the unfused passes over the scores (measured) and its 4 more launches each way "
-    "(layer_time.fused_softmax_available): the vTrain TP 8 micro batch 1 rows (2 heads a rank) -31.8 -> -30.5 % "
+    "(kernels.fused_softmax_available): the vTrain TP 8 micro batch 1 rows (2 heads a rank) -31.8 -> -30.5 % "
     "(h1024) and -28.2 -> -26.8 % (h2048); no other row moves by more than 0.2 pp.",
     "A micro batch's host and GPU sides overlap in part instead of adding: max(GPU, host) + OVERLAP x min(GPU, "
     "host), OVERLAP fitted per stack in [0, 1] beside its factor and host costs (1 is the additive form before). "

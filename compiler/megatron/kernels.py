@@ -9,6 +9,7 @@ otherwise (megatron/core/models/gpt/gpt_layer_specs.py:62-76). Each row below is
 real H200 run (torch 2.11, no TE, no Apex), the Megatron line that raises it, and the change that
 avoids it. `needs` is what an image must hold for the configuration to run: "" when nothing helps
 (an error), else the packages whose presence would run it (a warning: the image may have them).
+Beside them, the shapes at which a fused kernel the configuration asks for runs at all (the fused softmax).
 """
 
 from __future__ import annotations
@@ -177,3 +178,22 @@ def runtime_config(t: Any, tensor: int, values: dict[str, Any]) -> RuntimeConfig
 def needs(config: RuntimeConfig) -> Sequence[Need]:
     """The rows that apply to CONFIG, in table order."""
     return [n for n in NEEDS if n.applies(config)]
+
+
+# Kernels torch's fallback softmax (fused_softmax.py forward_torch_softmax: float, scale, masked_fill,
+# softmax, half) launches beyond the fused kernel's one, each way
+SOFTMAX_FALLBACK_LAUNCHES = 4
+
+
+def fused_softmax_available(b: int, heads_per_rank: int, sq: float, sk: float) -> bool:
+    """Whether Megatron's fused scale-mask-softmax runs (fused_softmax.py:238-268 at the pinned commit,
+    the same test in Megatron-DeepSpeed's megatron/model/fused_softmax.py): 16 < sk <= 4096, sq and sk
+    multiples of 4, and the attention batches (micro batch x heads a rank) a multiple of 4 and, causal,
+    of the kernel's batches per block (scaled_masked_softmax.h get_batch_per_block: 128 threads a block
+    in warps of min(32, sk rounded up to a power of two) lanes, two batches a warp up to 128 keys)."""
+    attn_batches = b * heads_per_rank
+    if not (16 < sk <= 4096 and sq % 4 == 0 and sk % 4 == 0 and attn_batches % 4 == 0):
+        return False
+    keys = 1 << max(0, int(sk - 1).bit_length())
+    per_block = (128 // min(keys, 32)) * (2 if keys <= 128 else 1)
+    return attn_batches % per_block == 0

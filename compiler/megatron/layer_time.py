@@ -11,11 +11,10 @@ share of the GEMM rate and cost per score timing.py passes in, fitted on the TE 
   bmm forward, four batched matmuls backward, priced by the measured bmm table; the score passes
   (mask, softmax, dropout) by the measured per-element cost. Fused attention (Transformer Engine)
   is priced as its FLOPs (the causal half) at the measured GEMM rate of the layer's largest GEMM;
-- bandwidth-bound passes: norms, bias adds, GeLU/SwiGLU, dropouts, residual adds, RoPE, GQA's
-  repeated K/V, the embedding's dropout, the fp32 cross entropy, each with its measured per-element cost;
-  the word embedding's lookup and backward by its measured table (rates.embedding_seconds);
-  fused kernels (`fused_kernels: true`: fused LayerNorm, bias-GeLU, bias-dropout-add) drop the passes
-  they fuse;
+- bandwidth-bound passes (bias adds, dropouts, residual adds, GQA's repeated K/V, the fp32 cross entropy) at
+  their measured per-element cost; the local layers' unfused paths (SwiGLU on strided views, RoPE, torch's norms
+  by width) and the word embedding by measured tables (rates.layer_path_seconds, rates.embedding_seconds); fused
+  kernels (`fused_kernels: true`: TE's norms and RoPE, bias-activation, bias-dropout-add) drop what they fuse;
 - the fp32 gradient accumulation where the launch passes `--no-gradient-accumulation-fusion` (TE's
   layers too then; the TE runs on the lent H200, which has no Apex for Megatron's own output layer, did):
   main_grad.add_ per parameter and micro batch, at the measured HBM rate;
@@ -41,6 +40,7 @@ from typing import Any, Sequence
 from ..tuples import NamedTuple
 from . import rates
 from .flops import moe_pattern, query_groups
+from .kernels import SOFTMAX_FALLBACK_LAUNCHES, fused_softmax_available
 
 # Kernel launches a MoE layer's routing adds to the dense layer pass host_time.py measured (forward + backward),
 # counted from the source (a local expert's whole host work is host_time.LOCAL_EXPERT_SHARE, measured)
@@ -84,25 +84,6 @@ CROSS_ENTROPY_BYTES = 52
 # (bf16 read), predicted logits and exp 6 (read 2, write the fp32 exp 4), the division 8 in place; the
 # gradient 6 (fp32 read, bf16 write)
 FUSED_CROSS_ENTROPY_BYTES = 22
-
-
-# Kernels torch's fallback softmax (fused_softmax.py forward_torch_softmax: float, scale, masked_fill,
-# softmax, half) launches beyond the fused kernel's one, each way
-SOFTMAX_FALLBACK_LAUNCHES = 4
-
-
-def fused_softmax_available(b: int, heads_per_rank: int, sq: float, sk: float) -> bool:
-    """Whether Megatron's fused scale-mask-softmax runs (fused_softmax.py:238-268 at the pinned commit,
-    the same test in Megatron-DeepSpeed's megatron/model/fused_softmax.py): 16 < sk <= 4096, sq and sk
-    multiples of 4, and the attention batches (micro batch x heads a rank) a multiple of 4 and, causal,
-    of the kernel's batches per block (scaled_masked_softmax.h get_batch_per_block: 128 threads a block
-    in warps of min(32, sk rounded up to a power of two) lanes, two batches a warp up to 128 keys)."""
-    attn_batches = b * heads_per_rank
-    if not (16 < sk <= 4096 and sq % 4 == 0 and sk % 4 == 0 and attn_batches % 4 == 0):
-        return False
-    keys = 1 << max(0, int(sk - 1).bit_length())
-    per_block = (128 // min(keys, 32)) * (2 if keys <= 128 else 1)
-    return attn_batches % per_block == 0
 
 
 class StageWork(NamedTuple):
@@ -183,14 +164,30 @@ def _weights(shapes: Sequence[tuple[float, float, float]]) -> float:
     return sum(n * k for _, n, k in shapes)
 
 
-def _mlp(args: Any, ffn: float, tokens: float, tp: int, dt: str) -> tuple[float, float, float, float]:
+def _activation_fused(par: Any) -> bool:  # --bias-swiglu-fusion / --bias-gelu-fusion (None: as fused_kernels)
+    return bool(par.fused_kernels if getattr(par, "bias_activation_fusion", None) is None else par.bias_activation_fusion)
+
+
+def _mlp(args: Any, par: Any, ffn: float, tokens: float, dt: str) -> tuple[float, float, float, float]:
     """(GEMMs fwd+bwd, GEMMs fwd, activation passes fwd+bwd, parameters on the rank) of a dense MLP of
-    `ffn` (the dense layer's, or the shared experts' on every token), split TP ways."""
-    h = args.hidden_size
+    `ffn` (the dense layer's, or the shared experts' on every token), split TP ways. SwiGLU without the fusion is
+    mlp.py's path on FC1's two strided halves (measured: rates.layer_path_seconds); fused, or GeLU, passes."""
+    h, tp = args.hidden_size, par.tensor
     shapes = [(1, _ffn_in(args, ffn) / tp, h), (1, h, ffn / tp)]
     gemm, fwd = _linears(shapes, tokens, dt)
-    act = rates.op_seconds("gelu", tokens * ffn / tp) + (rates.op_seconds("scale", tokens * ffn / tp) if args.swiglu else 0.0)
+    if args.swiglu and not _activation_fused(par):
+        act = rates.layer_path_seconds("swiglu", tokens, ffn / tp)
+    else:
+        act = rates.op_seconds("gelu", tokens * ffn / tp) + (rates.op_seconds("scale", tokens * ffn / tp) if args.swiglu else 0.0)
     return gemm, fwd, act, _weights(shapes)
+
+
+def norm_seconds(par: Any, model: Model, rows: float, width: float) -> float:
+    """One norm's forward and backward over `rows` vectors of `width`: the local layers' torch module measured by rows
+    and width (narrow norms reduce their weight gradient over many rows); Apex's or TE's at the pass's rate."""
+    if par.local_attention and not par.fused_kernels:  # fused: Apex's norm, or TE's
+        return rates.layer_path_seconds("layernorm" if model.layernorm else "rmsnorm", rows, width)
+    return rates.op_seconds("layernorm", rows * width) * (1.0 if model.layernorm else 0.8)
 
 
 def _stage_moe_layers(args: Any, layers: int, first: bool, last: bool) -> int:
@@ -227,7 +224,7 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
     shapes = _attention_linears(args, tp, sp, par.local_attention)
     attn_gemm, attn_fwd = _linears(shapes, tokens, dt)
     attn_params = _weights(shapes)
-    mlp_gemm, mlp_fwd, mlp_act, mlp_params = _mlp(args, args.ffn_hidden_size, tokens, tp, dt)
+    mlp_gemm, mlp_fwd, mlp_act, mlp_params = _mlp(args, par, args.ffn_hidden_size, tokens, dt)
     eh_proj = [(1, h / tp, 2 * h)]  # an MTP layer's eh_proj (2h -> h)
     eh_gemm, eh_fwd = _linears(eh_proj, tokens, dt)
     mtp_gemm, mtp_fwd = mtp * eh_gemm, mtp * eh_fwd
@@ -261,7 +258,7 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
     selective = core_fwd if par.recompute == "selective" else 0.0
     # -- bandwidth-bound passes per layer
     sbh = tokens * h / sp
-    norm = 2 * rates.op_seconds("layernorm", sbh) * (1.0 if model.layernorm else 0.8)
+    norm = 2 * norm_seconds(par, model, tokens / sp, h)
     if fused:  # fused bias-dropout-add: one pass each
         bda = 2 * rates.op_seconds("dropout", sbh)
     else:
@@ -274,18 +271,22 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
         # rank's rows as the down projections), RoPE on the positional parts only (the query's per head, the
         # key's shared), and the concatenations of each head's query and key from their two parts
         pe = args.qk_pos_emb_head_dim
-        ew += rates.op_seconds("layernorm", tokens / sp * ((args.q_lora_rank or 0) + args.kv_lora_rank)) * 0.8 * model.qk_norm
+        ew += model.qk_norm * sum(norm_seconds(par, model, tokens / sp, rank) for rank in (args.q_lora_rank, args.kv_lora_rank) if rank)
         ew += 3 * rates.op_seconds("scale", tokens * (heads * pe / tp + pe))
         ew += rates.op_seconds("add", tokens * 2 * heads * d_qk / tp)
-    elif model.rope:
+    elif model.rope and not fused:  # rope_utils' unfused path on the query's and the key's heads, measured
+        ew += rates.layer_path_seconds("rope", tokens, q / tp) + rates.layer_path_seconds("rope", tokens, kv / tp)
+    elif model.rope:  # TE's fused RoPE (apply_rope_fusion, which fused_kernels keeps): a pass each way
         ew += 3 * rates.op_seconds("scale", tokens * (q + kv) / tp)
     if model.qk_norm and not mla:  # a norm over each head's query and key (attention.py:1648-1652), after QKV
-        module = rates.qk_norm_module(not par.local_attention, model.layernorm)
-        ew += rates.QK_NORM_S_PER_ELEMENT[module] * tokens * (q + kv) / tp
+        if par.local_attention and not fused:  # torch's, measured by rows (a head each) and the head's width
+            ew += norm_seconds(par, model, tokens * heads / tp, d) + norm_seconds(par, model, tokens * groups / tp, d)
+        else:
+            ew += rates.QK_NORM_S_PER_ELEMENT[rates.qk_norm_module(not par.local_attention, model.layernorm)] * tokens * (q + kv) / tp
     if model.bias and not fused:
         mlp_act += rates.op_seconds("add", tokens * _ffn_in(args, args.ffn_hidden_size) / tp)
     # each MTP layer's two norms beside the layer's (enorm, hnorm); its final norm is the head's below
-    ew_mtp = 2 * rates.op_seconds("layernorm", sbh)
+    ew_mtp = 2 * norm_seconds(par, model, tokens / sp, h)
     ew_fwd = ew / 3  # forward is about a third of forward + backward (the measured fwd/fwd+bwd ratios)
     # -- MoE
     moe_s = moe_fwd = moe_wait = expert_passes = expert_gpu = 0.0
@@ -308,7 +309,7 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
     if last:
         logits = tokens * vocab
         # vocab-parallel cross entropy (cross_entropy.py) at its counted bytes a logit (CROSS_ENTROPY_BYTES)
-        head = (1 + mtp) * (rates.linear_seconds(tokens, vocab, h, dt) + rates.op_seconds("layernorm", sbh) + (
+        head = (1 + mtp) * (rates.linear_seconds(tokens, vocab, h, dt) + norm_seconds(par, model, tokens / sp, h) + (
             (FUSED_CROSS_ENTROPY_BYTES if getattr(par, "cross_entropy_fusion", False) else CROSS_ENTROPY_BYTES)
             * logits / rates.hbm_bytes_per_second()))
         stage_params += vocab * h
@@ -374,8 +375,7 @@ def _moe(args: Any, par: Any, tokens: float, dt: str) -> tuple[float, float, int
     gemm, gemm_fwd = local * one, local * one_fwd
     router = rates.linear_seconds(tokens, e, h, dt) + rates.op_seconds("softmax", tokens * e) * 2
     grouped = getattr(par, "grouped_gemm", False)
-    fusion = par.fused_kernels if getattr(par, "bias_activation_fusion", None) is None else par.bias_activation_fusion
-    if not grouped and not (fusion and args.swiglu):  # mlp.py:313-335 unfused (a GeLU never fuses with the
+    if not grouped and not (_activation_fused(par) and args.swiglu):  # mlp.py:313-335 unfused (a GeLU never fuses with the
         # per-token scale): each expert's path on strided and broadcast views measured, SequentialMLP's two cats
         act = local * rates.expert_activation_seconds(per_expert, f / etp, bool(args.swiglu)) + (
             2 * routed * h * 4 / rates.hbm_bytes_per_second() if local > 1 else 0.0)  # experts.py:1234-1249
@@ -383,7 +383,7 @@ def _moe(args: Any, par: Any, tokens: float, dt: str) -> tuple[float, float, int
         act = rates.op_seconds("gelu", routed * f / etp) + (rates.op_seconds("scale", routed * f / etp) if args.swiglu else 0.0)
     permute = 2 * rates.op_seconds("add", routed * h) * 2  # gather and scatter-add of the routed tokens
     shared_ffn = getattr(args, "moe_shared_expert_intermediate_size", None) or 0
-    sh_gemm, sh_fwd, sh_act, sh_params = _mlp(args, shared_ffn, tokens, par.tensor, dt) if shared_ffn else (0.0,) * 4
+    sh_gemm, sh_fwd, sh_act, sh_params = _mlp(args, par, shared_ffn, tokens, dt) if shared_ffn else (0.0,) * 4
     total = gemm + router + act + permute + sh_gemm + sh_act
     fwd = gemm_fwd + sh_fwd + (router + act + permute + sh_act) / 3
     # each expert's host time beyond its GPU time is waited for (the token-count syncs leave nothing queued): the

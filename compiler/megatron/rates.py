@@ -10,7 +10,9 @@ and backward together). data/embedding-h200.json is the word embedding's forward
 (tools/embedding_bench.py, device call 31: tests/fixtures/h200-hosts/call31/embedding-bench.json), interpolated
 the same way. data/expert-activation-h200.json is a local expert's activation path between its two GEMMs
 (tools/expert_act_bench.py, device call 37: tests/fixtures/h200-hosts/call37/expert_act-bench.json), interpolated
-the same way over the tokens an expert receives and its FFN. Nothing here is fitted.
+the same way over the tokens an expert receives and its FFN, and data/layer-elementwise-h200.json a local dense layer's
+element-wise paths (SwiGLU, unfused RoPE, torch's norms; tools/layer_ew_bench.py, device call 46) over rows and
+width. Nothing here is fitted.
 """
 
 from __future__ import annotations
@@ -124,6 +126,29 @@ def expert_activation_seconds(tokens: float, ffn: float, glu: bool) -> float:
     interpolated between."""
     axes, values = _expert_activation_grid(glu)
     return tokens * ffn * math.exp(_interpolate(axes, values, (tokens, ffn)))
+
+
+@lru_cache(maxsize=None)
+def _layer_path_grid(kind: str) -> tuple[tuple[tuple[int, ...], ...], dict[tuple[int, ...], float]]:
+    rows = [r for r in json.loads((DATA / "layer-elementwise-h200.json").read_text())["rows"]
+            if r["kind"] == kind and r["gpu_seconds"]]
+    per: dict[tuple[int, int], list[float]] = {}
+    for r in rows:  # a width measured twice (RoPE's 8 x 64 and 4 x 128 heads): their mean
+        per.setdefault((r["tokens"], r["width"]), []).append(r["gpu_seconds"] / r["elements"])
+    axes = (tuple(sorted({t for t, _ in per})), tuple(sorted({w for _, w in per})))
+    # log of the time per element: outside the grid the nearest edge's rate
+    return axes, {key: math.log(sum(v) / len(v)) for key, v in per.items()}
+
+
+def layer_path_seconds(kind: str, rows: float, width: float) -> float:
+    """The GPU's time, forward and backward, of one of a local layer's element-wise paths as Megatron runs it over
+    `rows` x `width` elements (tools/layer_ew_bench.py, device call 46; replayed from a CUDA graph, interpolated in
+    log space): `swiglu` mlp.py's gated activation without the bias-activation fusion on FC1's two strided halves
+    (rows tokens, width the FFN on the rank); `rope` rope_utils' unfused rotary embedding (rows tokens, width the
+    heads' (or groups') features on the rank); `rmsnorm` / `layernorm` torch's norm module with its weight gradient
+    (rows the vectors normalised, width their size: the layer's norms over h, --qk-layernorm's over a head)."""
+    axes, values = _layer_path_grid(kind)
+    return rows * width * math.exp(_interpolate(axes, values, (rows, width)))
 
 
 def linear_seconds(tokens: float, out_features: float, in_features: float, dtype: str = "bf16") -> float:
