@@ -573,6 +573,28 @@ def test_call44_whole_small_models_held_out_are_the_logs_against_the_model_as_co
         assert f"/ {allocated:,.0f} (" in line and abs(estimate / allocated - 1) <= 0.05
 
 
+def test_call47_whole_dense_models_held_out_are_the_logs_against_the_model_as_committed() -> None:
+    """Device call 47: five whole dense models never run, their figures committed before the call (c548533) with call
+    46's paths and without them (6b80b8e); the expectation written down, each within 15 % and the GPU-bound spread,
+    memory within 5 %, held, and call 46's paths held: the five's median |error| lower with them."""
+    rows = _held_out("call47", 1.21)
+    assert len(rows) == 5
+    before = predicted(HOSTS / "call47" / "predicted-before-call46.txt")
+    now, then = [], []
+    for line in rows:
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        job = cells[0].split("/")[1]
+        m = float(cells[2].split()[0])
+        assert cells[5] == f"{before[job + '/first']:.0f}" and cells[6] == f"{(before[job + '/first'] / m - 1) * 100:+.1f}%"
+        now.append(abs(float(cells[1]) / m - 1))
+        then.append(abs(before[job + "/first"] / m - 1))
+        (log,) = (HOSTS / "call47" / "fakepg" / job).glob("first-rank*.log")
+        allocated = max(float(x) for x in re.findall(r"max allocated: ([\d.]+)", log.read_text()))
+        estimate = float(cells[7].split("/")[0].replace(",", ""))
+        assert f"/ {allocated:,.0f} (" in cells[7] and abs(estimate / allocated - 1) <= 0.05
+    assert statistics.median(now) < statistics.median(then)
+
+
 CALL45 = ("fam-qwen3-06b", "fam-tinyllama-11b", "hx-h1536", "mem-l4", "fpg-llama8b-l2-s8192")
 
 
