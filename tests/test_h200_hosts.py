@@ -667,6 +667,37 @@ def test_call38_gemm_call_table_is_the_traces() -> None:
     assert shares[0] < shares[1] < min(shares[2:5]) and max(shares[2:5]) < shares[5]
 
 
+def test_trace_compact_keeps_what_every_mode_reads(tmp_path: Path) -> None:
+    """tools/trace_summary.py --compact (the fixtures' traces were rewritten by it to fit a device call's carry): the
+    flow events and every arg but the correlation and the input shapes dropped, each mode's output the same."""
+    from helpers import load_tool
+
+    trace = load_tool("trace_summary")
+    raw = {"traceEvents": [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#10", "ts": 0, "dur": 100, "pid": 1, "tid": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "ts": 1, "dur": 20, "pid": 1, "tid": 1,
+         "args": {"Input Dims": [[4, 8]], "Input type": ["c10::BFloat16"], "External id": 7}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 2, "dur": 5, "pid": 1, "tid": 1,
+         "args": {"correlation": 9, "cbid": 211}},
+        {"ph": "X", "cat": "kernel", "name": "vectorized_elementwise_kernel", "ts": 10, "dur": 30, "pid": 0, "tid": 7,
+         "args": {"correlation": 9, "grid": [1, 1, 1]}},
+        {"ph": "s", "cat": "ac2g", "name": "flow", "ts": 2, "id": 9, "pid": 1, "tid": 1}]}
+    full = tmp_path / "full.json"
+    full.write_text(json.dumps(raw))
+    small = tmp_path / "small.json.gz"
+    assert trace.main([str(full), "--compact", str(small)]) == 0  # type: ignore[attr-defined]
+    events = trace.load(small)  # type: ignore[attr-defined]
+    assert [e.get("args") for e in events] == [None, {"Input Dims": [[4, 8]]}, {"correlation": 9}, {"correlation": 9}]
+    for mode in ([], ["--ops"], ["--calls", "aten::mul"]):
+        outs = []
+        for path in (full, small):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                trace.main([str(path), *mode])  # type: ignore[attr-defined]
+            outs.append(out.getvalue())
+        assert outs[0] == outs[1] and outs[0]
+
+
 def _counts(name: str) -> list[list[int]]:
     """Call 41's routers' token counts: one list of the 16 experts' counts a local experts' forward (4 layers x 2 micro
     batches an iteration, 80 iterations)."""

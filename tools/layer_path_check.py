@@ -13,7 +13,6 @@ SwiGLU's, a 4-d op on heads (not the scores) RoPE's, a 5-d one or an expand's ba
 
 from __future__ import annotations
 
-import bisect
 import json
 import math
 import sys
@@ -25,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 from compiler.megatron import rates  # noqa: E402
-from trace_summary import GPU_CATS, load, profiled_window, profiler_steps  # noqa: E402
+from trace_summary import kernels_with_ops, load  # noqa: E402
 
 PATHS = ("swiglu", "rope", "gqa", "norm")
 ATTENTION_CORE = ("bmm", "softmax", "dropout", "masked_fill", "CopySlices", "AsStrided")
@@ -62,28 +61,8 @@ def path_of(outer: str, ops: str, inputs: list[Any], ffn: int, head: int) -> str
 
 def trace_paths(path: Path, ffn: int, head: int) -> dict[str, float]:
     """Milliseconds a profiled step of each path's kernels."""
-    events = load(path)
-    lo, hi = profiled_window(events, profiler_steps(events))
-    launch = {e["args"].get("correlation"): e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")}
-    ops: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
-    for e in events:
-        if e.get("cat") in ("cpu_op", "user_annotation") and not str(e["name"]).startswith("ProfilerStep#"):
-            ops[(e["pid"], e["tid"])].append(e)
-    starts = {}
-    for key, xs in ops.items():
-        xs.sort(key=lambda e: e["ts"])
-        starts[key] = [e["ts"] for e in xs]
     out: dict[str, float] = defaultdict(float)
-    for g in events:
-        if g.get("cat") not in GPU_CATS or not lo <= g["ts"] < hi:
-            continue
-        r = launch.get(g["args"].get("correlation"))
-        if r is None:
-            continue
-        thread = (r["pid"], r["tid"])
-        xs = ops.get(thread, [])
-        i = bisect.bisect_right(starts.get(thread, []), r["ts"])
-        around = [e for e in xs[max(0, i - 3000):i] if e["ts"] + e["dur"] >= r["ts"] + r["dur"]]
+    for g, around in kernels_with_ops(load(path)):
         outer = [a["name"] for a in around if a["name"].startswith("autograd::") or not a["name"].startswith("aten::")]
         inner = [a for a in around if a["name"].startswith("aten::")]
         inputs = inner[-1]["args"].get("Input Dims", []) if inner else []

@@ -30,7 +30,7 @@ import json
 import sys
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx", "cudaMemcpyAsync",
@@ -149,11 +149,10 @@ def kernel_ms(events: list[dict[str, Any]], *parts: str) -> float:
     return total / len(steps) / 1e3
 
 
-def launched_by(events: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[float]]:
-    """The profiled steps' GPU work, [count, ms a step], keyed by (the outermost CPU op open around its launch that
-    is an autograd function or not an aten op, the innermost aten op, the kernel's name)."""
-    steps = profiler_steps(events)
-    lo, hi = profiled_window(events, steps)
+def kernels_with_ops(events: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Each GPU event of the profiled steps with the CPU ops open around the launch that carries its correlation id
+    (a launch sits inside its op's span), outermost first; none where no launch carries it."""
+    lo, hi = profiled_window(events, profiler_steps(events))
     launch = {e["args"].get("correlation"): e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")}
     ops: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
     for e in events:
@@ -163,19 +162,26 @@ def launched_by(events: list[dict[str, Any]]) -> dict[tuple[str, str, str], list
     for key, xs in ops.items():
         xs.sort(key=lambda e: e["ts"])
         starts[key] = [e["ts"] for e in xs]
-    out: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0, 0.0])
-    n = max(1, len(steps))
     for g in events:
         if g.get("cat") not in GPU_CATS or not lo <= g["ts"] < hi:
             continue
         r = launch.get(g["args"].get("correlation"))
-        around: list[str] = []
+        around: list[dict[str, Any]] = []
         if r is not None:
             thread = (r["pid"], r["tid"])
             xs = ops.get(thread, [])
-            # ops that started before the launch and end after it (a launch sits inside its op's span)
             i = bisect.bisect_right(starts.get(thread, []), r["ts"])
-            around = [e["name"] for e in xs[max(0, i - 5000):i] if e["ts"] + e["dur"] >= r["ts"] + r["dur"]]
+            around = [e for e in xs[max(0, i - 5000):i] if e["ts"] + e["dur"] >= r["ts"] + r["dur"]]
+        yield g, around
+
+
+def launched_by(events: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[float]]:
+    """The profiled steps' GPU work, [count, ms a step], keyed by (the outermost CPU op open around its launch that
+    is an autograd function or not an aten op, the innermost aten op, the kernel's name)."""
+    out: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0, 0.0])
+    n = max(1, len(profiler_steps(events)))
+    for g, ops in kernels_with_ops(events):
+        around = [e["name"] for e in ops]
         outer = [a for a in around if a.startswith("autograd::") or not a.startswith("aten::")]
         inner = [a for a in around if a.startswith("aten::")]
         key = ((outer or around or ["-"])[0][:70], (inner or ["-"])[-1], str(g["name"])[:70])
