@@ -115,8 +115,10 @@ def test_full_recompute_sets_method_and_layers() -> None:
 
 def test_a_layout_that_does_not_fit_is_not_printed() -> None:
     # 70B on one worker of 8 H200: 140 GB of bf16 weights alone; nothing fits
-    code, _, err = run_size("tests/size_specs/llama-70b.yaml", "--max-gpus", "8")
+    code, out, err = run_size("tests/size_specs/llama-70b.yaml", "--max-gpus", "8")
     assert code == 1 and "no layout fits" in err
+    # no empty table: what was enumerated and what fit, without the tie legend or the column header
+    assert out.endswith("\n") and out.count("\n") == 1 and "llama-70b.yaml: 0 layouts of " in out and "tie" not in out
 
 
 def test_usage_errors() -> None:

@@ -15,7 +15,11 @@ MAX_TOP = 1000
 
 
 def _text(rows: list[dict[str, Any]], header: str, explain: list[Any] | None, out: TextIO) -> None:
-    """The ranked layouts as a table; with `explain` (size.Sized, the chosen), each one's terms."""
+    """The ranked layouts as a table; with `explain` (size.Sized, the chosen), each one's terms. Without a layout, the
+    header's last line alone (what was enumerated and what fit; size.py says why on stderr)."""
+    if not rows:
+        out.write(header.splitlines()[-1] + "\n")
+        return
     out.write(header + "\n")
     out.write(f"{'#':>3} {'tie':>3} {'GPUs':>4} {'wk':>3} {'TP':>2} {'PP':>2} {'CP':>2} {'DP':>3} {'VPP':>3} {'mb':>2} "
               f"{'recompute':<9} {'peak GB':>7} {'step ms':>8} {'tokens/s':>10} {'train h':>8} {'GPU-h':>8}\n")
