@@ -143,3 +143,31 @@ def test_the_bridge_provider_is_fitted_to_the_image_in_one_place():
         text = (REPO / "generated" / "qwen3-30b-a3b" / name).read_text()
         assert text.count("def fit_to_image(provider)") == 1 and text.count("    fit_to_image(provider)\n") == 1
         assert 'find_spec("fused_weight_gradient_mlp_cuda") is None' in text
+
+
+def test_precompiled_templates_are_in_sync_with_templates():
+    """compiler/render/precompiled holds each template's code as Jinja compiles it now, and nothing else: after
+    editing templates/, `python -m compiler.render.precompile`."""
+    from compiler.render.precompile import PRECOMPILED, modules
+    from compiler.render.render import _environment
+
+    env = _environment()
+    want = modules(env, env.list_templates())
+    have = {p.name: p.read_text() for p in PRECOMPILED.glob("tmpl_*.py")}
+    assert set(have) == set(want), "run `python -m compiler.render.precompile`"
+    assert all(have[name] == text for name, text in want.items()), "run `python -m compiler.render.precompile`"
+
+
+def test_a_template_is_loaded_from_its_module_and_an_edited_one_from_its_source(tmp_path):
+    """The loader takes a template's precompiled module only where one has its source's hash; a template without
+    one (edited, not yet precompiled) is compiled from its source, and renders the same either way."""
+    from compiler.render.render import _Loader, _environment
+
+    env = _environment()
+    template = env.get_template("verify.sh.j2")
+    assert template.root_render_func.__module__.startswith("compiler.render.precompiled.tmpl_")
+    (tmp_path / "edited.sh.j2").write_text("echo {{ plan | sh }}\n")
+    env.loader = _Loader(str(tmp_path))
+    edited = env.get_template("edited.sh.j2")
+    assert not (edited.root_render_func.__module__ or "").startswith("compiler.render.precompiled")
+    assert edited.render(plan="a b") == "echo 'a b'\n"
