@@ -146,28 +146,35 @@ def test_the_bridge_provider_is_fitted_to_the_image_in_one_place():
 
 
 def test_precompiled_templates_are_in_sync_with_templates():
-    """compiler/render/precompiled holds each template's code as Jinja compiles it now, and nothing else: after
-    editing templates/, `python -m compiler.render.precompile`."""
-    from compiler.render.precompile import PRECOMPILED, modules
+    """compiler/render/precompiled.json holds each template's code as Jinja generates it now, and nothing else: after
+    editing templates/, `python -m compiler.render`."""
+    import json
+
+    from compiler.render.precompile import PRECOMPILED, generate
     from compiler.render.render import _environment
 
-    env = _environment()
-    want = modules(env, env.list_templates())
-    have = {p.name: p.read_text() for p in PRECOMPILED.glob("tmpl_*.py")}
-    assert set(have) == set(want), "run `python -m compiler.render.precompile`"
-    assert all(have[name] == text for name, text in want.items()), "run `python -m compiler.render.precompile`"
+    assert json.loads(PRECOMPILED.read_text()) == generate(_environment()), "run `python -m compiler.render`"
 
 
-def test_a_template_is_loaded_from_its_module_and_an_edited_one_from_its_source(tmp_path):
-    """The loader takes a template's precompiled module only where one has its source's hash; a template without
-    one (edited, not yet precompiled) is compiled from its source, and renders the same either way."""
+def test_a_template_is_taken_from_the_file_and_an_edited_one_from_its_source(tmp_path, monkeypatch):
+    """The loader takes a template's code from the file only where the file has its source (by its hash); a template
+    without an entry (edited, not yet precompiled) is generated from its source, and renders the same either way."""
+    from compiler.render import render as render_module
     from compiler.render.render import _Loader, _environment
 
+    looked_up = []
+    real = render_module.code_for
+    monkeypatch.setattr(render_module, "code_for", lambda source: looked_up.append(real(source)) or looked_up[-1])
     env = _environment()
-    template = env.get_template("verify.sh.j2")
-    assert template.root_render_func.__module__.startswith("compiler.render.precompiled.tmpl_")
+    from_file = env.get_template("verify.sh.j2")
+    assert looked_up and looked_up[-1] is not None
+    plain = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())), **{
+        k: getattr(env, k) for k in ("undefined", "finalize", "keep_trailing_newline", "trim_blocks", "lstrip_blocks",
+                                     "optimized")})
+    plain.filters = env.filters
+    assert plain.compile(plain.loader.get_source(plain, "verify.sh.j2")[0], "verify.sh.j2", raw=True) == looked_up[-1]
+    assert from_file.root_render_func.__code__.co_filename.endswith("verify.sh.j2")
     (tmp_path / "edited.sh.j2").write_text("echo {{ plan | sh }}\n")
     env.loader = _Loader(str(tmp_path))
-    edited = env.get_template("edited.sh.j2")
-    assert not (edited.root_render_func.__module__ or "").startswith("compiler.render.precompiled")
-    assert edited.render(plan="a b") == "echo 'a b'\n"
+    assert env.get_template("edited.sh.j2").render(plan="a b") == "echo 'a b'\n"
+    assert looked_up[-1] is None

@@ -8,9 +8,7 @@ trainjob.yaml) is data from its adapter, serialised here, never templated.
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, MutableMapping
@@ -22,7 +20,7 @@ from .. import installation
 from ..platform.engines import engine
 from ..plan.types import Plan
 from ..text import CONTROL
-from .precompile import module_name
+from .precompile import code_for
 from .quoting import QUOTING_FILTERS, TemplateSafetyError, finalize
 
 
@@ -32,20 +30,17 @@ def templates_dir() -> Path:
 
 
 class _Loader(jinja2.FileSystemLoader):
-    """templates/, each template's code from its precompiled module where one has its source's hash
-    (precompile.py), else compiled from the source as Jinja does."""
+    """templates/, each template's code as Jinja generated it taken from precompile.py's file where it has the
+    template's source (by its hash), else generated from the source as Jinja does."""
 
     def load(self, environment: jinja2.Environment, name: str,
              globals: MutableMapping[str, Any] | None = None) -> jinja2.Template:
-        qualified = f"{__package__}.precompiled.{module_name(self.get_source(environment, name)[0])}"
-        try:
-            module = importlib.import_module(qualified)
-        except ModuleNotFoundError:
+        source, filename, uptodate = self.get_source(environment, name)
+        code = code_for(source)
+        if code is None:
             return super().load(environment, name, globals)
-        # a module of its own for each environment's template (the template binds its environment into it), as
-        # Jinja's ModuleLoader keeps it: the next import executes it again from its bytecode
-        sys.modules.pop(qualified, None)
-        return environment.template_class.from_module_dict(environment, module.__dict__, globals or {})
+        return environment.template_class.from_code(environment, compile(code, filename, "exec"), globals or {},
+                                                    uptodate)
 
 
 def _environment() -> jinja2.Environment:
