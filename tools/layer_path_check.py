@@ -78,11 +78,10 @@ def _arg(args: list[str], flag: str, default: int | None = None) -> int:
 
 def _gqa_bench(tokens: float, width: float, repeat: int) -> float:
     """GQA's repeat of K (or V) by the bench's rows at the nearest repeat (the model does not take them)."""
-    rows = [r for r in json.loads((rates.DATA / "layer-elementwise-h200.json").read_text())["rows"]
-            if r["kind"] == "gqa_repeat"]
+    rows = [r for r in rates.layer_path_rows() if r["kind"] == "gqa_repeat"]
     near = min({r["repeat"] for r in rows}, key=lambda x: abs(math.log(x / repeat)))
-    values = {(r["tokens"], r["width"]): math.log(r["gpu_seconds"] / r["elements"]) for r in rows if r["repeat"] == near}
-    axes = (tuple(sorted({t for t, _ in values})), tuple(sorted({w for _, w in values})))
+    axes, values = rates.log_rate_grid([r for r in rows if r["repeat"] == near], ("tokens", "width"),
+                                       lambda r: r["elements"])
     return tokens * width * math.exp(rates._interpolate(axes, values, (tokens, width)))
 
 

@@ -96,10 +96,8 @@ def _interpolate(axes: tuple[tuple[int, ...], ...], values: dict[tuple[int, ...]
 @lru_cache(maxsize=None)
 def _embedding_grid() -> tuple[tuple[tuple[int, ...], ...], dict[tuple[int, ...], float]]:
     rows = json.loads((DATA / "embedding-h200.json").read_text())["rows"]
-    keys = ("tokens", "hidden", "vocab_shard", "tp")
-    axes = tuple(tuple(sorted({r[k] for r in rows})) for k in keys)
-    # log of the time per looked-up element (tokens x hidden): outside the grid the nearest edge's rate
-    return axes, {tuple(r[k] for k in keys): math.log(r["gpu_seconds"] / (r["tokens"] * r["hidden"])) for r in rows}
+    # the time per looked-up element (tokens x hidden)
+    return log_rate_grid(rows, ("tokens", "hidden", "vocab_shard", "tp"), lambda r: r["tokens"] * r["hidden"])
 
 
 def embedding_seconds(tokens: float, hidden: float, rows: float, tp: int = 1) -> float:
@@ -114,9 +112,8 @@ def embedding_seconds(tokens: float, hidden: float, rows: float, tp: int = 1) ->
 def _expert_activation_grid(glu: bool) -> tuple[tuple[tuple[int, ...], ...], dict[tuple[int, ...], float]]:
     rows = [r for r in json.loads((DATA / "expert-activation-h200.json").read_text())["rows"]
             if r["kind"] == "activation" and r["glu"] == glu and r["gpu_seconds"]]
-    axes = (tuple(sorted({r["tokens"] for r in rows})), tuple(sorted({r["ffn"] for r in rows})))
-    # log of the time per output element (tokens x ffn): outside the grid the nearest edge's rate
-    return axes, {(r["tokens"], r["ffn"]): math.log(r["gpu_seconds"] / (r["tokens"] * r["ffn"])) for r in rows}
+    # the time per output element (tokens x ffn)
+    return log_rate_grid(rows, ("tokens", "ffn"), lambda r: r["tokens"] * r["ffn"])
 
 
 def expert_activation_seconds(tokens: float, ffn: float, glu: bool) -> float:
@@ -130,14 +127,26 @@ def expert_activation_seconds(tokens: float, ffn: float, glu: bool) -> float:
 
 @lru_cache(maxsize=None)
 def _layer_path_grid(kind: str) -> tuple[tuple[tuple[int, ...], ...], dict[tuple[int, ...], float]]:
-    rows = [r for r in json.loads((DATA / "layer-elementwise-h200.json").read_text())["rows"]
-            if r["kind"] == kind and r["gpu_seconds"]]
-    per: dict[tuple[int, int], list[float]] = {}
-    for r in rows:  # a width measured twice (RoPE's 8 x 64 and 4 x 128 heads): their mean
-        per.setdefault((r["tokens"], r["width"]), []).append(r["gpu_seconds"] / r["elements"])
-    axes = (tuple(sorted({t for t, _ in per})), tuple(sorted({w for _, w in per})))
-    # log of the time per element: outside the grid the nearest edge's rate
-    return axes, {key: math.log(sum(v) / len(v)) for key, v in per.items()}
+    rows = [r for r in layer_path_rows() if r["kind"] == kind and r["gpu_seconds"]]
+    return log_rate_grid(rows, ("tokens", "width"), lambda r: r["elements"])
+
+
+def layer_path_rows() -> list[dict[str, Any]]:
+    """The rows of tools/layer_ew_bench.py (device call 46), GQA's repeat among them, which the model does not take."""
+    rows: list[dict[str, Any]] = json.loads((DATA / "layer-elementwise-h200.json").read_text())["rows"]
+    return rows
+
+
+def log_rate_grid(rows: list[dict[str, Any]], keys: tuple[str, ...], elements: Callable[[dict[str, Any]], float]
+                  ) -> tuple[tuple[tuple[int, ...], ...], dict[tuple[int, ...], float]]:
+    """A bench's rows as _interpolate takes them: each key's measured values, and at each point the log of the GPU's
+    time an element (`elements` of the row; a point measured twice, RoPE's 8 x 64 and 4 x 128 heads, their mean);
+    outside the grid the nearest edge's rate."""
+    per: dict[tuple[int, ...], list[float]] = {}
+    for r in rows:
+        per.setdefault(tuple(r[k] for k in keys), []).append(r["gpu_seconds"] / elements(r))
+    axes = tuple(tuple(sorted({point[i] for point in per})) for i in range(len(keys)))
+    return axes, {point: math.log(sum(v) / len(v)) for point, v in per.items()}
 
 
 def layer_path_seconds(kind: str, rows: float, width: float) -> float:
