@@ -14,7 +14,11 @@ they are not:
     RoPE unfused (rope_utils.py:92-126 _apply_rotary_pos_emb_bshd): t * cos + cat(-x2, x1) * sin, cos and sin of
         [s, 1, 1, d] broadcast over the heads (generic kernels), and a final cat with the empty t_pass
     GQA (dot_product_attention.py:168-175): key and value repeat_interleave'd over the heads of a group; the
-        backward a reduction (ExpandBackward0's sum)
+        backward a reduction (ExpandBackward0's sum). `gqa_repeat` on contiguous tensors (call 46, 0.51-0.73 of the
+        traced kernels); `gqa_kv` as a layer lays them out (call 48): the key contiguous (RoPE's or the key norm's
+        output), the value a strided view of the QKV output (attention.py get_query_key_value_tensors' split), their
+        gradients as the core attention's matmuls give them back (the key's from baddbmm's backward, [b*np, hn, sk]
+        contiguous; the value's from bmm's, [b*np, sk, hn])
     RMSNorm (torch_norm.py:58-63: torch.nn.RMSNorm) and LayerNorm (torch.nn.LayerNorm) over rows of a width: the
         layer's norms (width h) and --qk-layernorm's over each head (width d): the weight gradient reduces over
         every row, which at width 64-128 is slow
@@ -22,7 +26,7 @@ they are not:
 Each path is timed alone, bf16, at the shapes a layer issues: `gpu_seconds` captured in a CUDA graph and replayed
 (the GPU's time without the host's: embedding_bench.replayed), `seconds` between CUDA events with the host issuing.
 
-    python3 tools/layer_ew_bench.py OUT.json   # on the GPU machine; torch only
+    python3 tools/layer_ew_bench.py OUT.json [KIND,...]   # on the GPU machine; torch only; default every kind
 """
 
 from __future__ import annotations
@@ -76,30 +80,58 @@ def _case(rows: list[dict], row: dict, inputs: list[torch.Tensor], forward, grad
             x.grad = None
         forward().backward(grad)
 
+    _timed(rows, row, step)
+
+
+def _timed(rows: list[dict], row: dict, step) -> None:
     record(rows, {**row, "seconds": timed(step), "gpu_seconds": replayed(step)})
 
 
-def main(out_path: str) -> int:
+def gqa_kv(n: int, g: int, d: int, r: int, dev: torch.device) -> tuple:
+    """(step, row) of a layer's two repeats at n tokens (b = 1), g query groups of head size d, r heads a group."""
+    bf16 = torch.bfloat16
+    key = torch.randn(n, 1, g, d, device=dev, dtype=bf16).requires_grad_(True)
+    mixed = torch.randn(n, 1, g, (r + 2) * d, device=dev, dtype=bf16).requires_grad_(True)
+    value = mixed[..., (r + 1) * d:]  # torch.split(mixed_qkv, [r*d, d, d], dim=3)'s last
+    # the gradients of key.view(sk, b*np, hn) and value.view(...) as baddbmm's and bmm's backward return them
+    key_grad = torch.randn(g * r, d, n, device=dev, dtype=bf16).permute(2, 0, 1)
+    value_grad = torch.randn(g * r, n, d, device=dev, dtype=bf16).transpose(0, 1)
+
+    def step() -> None:
+        k = key.repeat_interleave(r, dim=2).view(n, g * r, d)
+        v = value.repeat_interleave(r, dim=2).view(n, g * r, d)
+        torch.autograd.grad((k, v), (key, value), (key_grad, value_grad))
+
+    return step, {"kind": "gqa_kv", "tokens": n, "width": g * d * r, "repeat": r, "elements": 2 * n * g * d * r}
+
+
+def main(out_path: str, kinds: set[str] | None = None) -> int:
     dev, bf16 = torch.device("cuda"), torch.bfloat16
     rows: list[dict] = []
-    for n, f in itertools.product(TOKENS, FFN):
+    want = (lambda k: kinds is None or k in kinds)
+    if want("gqa_kv"):
+        for n, (g, d), r in itertools.product(TOKENS, GROUPS, REPEAT):
+            step, row = gqa_kv(n, g, d, r, dev)
+            _timed(rows, row, step)
+            del step
+    for n, f in itertools.product(TOKENS, FFN) if want("swiglu") else ():
         x = torch.randn(n, 1, 2 * f, device=dev, dtype=bf16).requires_grad_(True)
         _case(rows, {"kind": "swiglu", "tokens": n, "width": f, "elements": n * f}, [x], lambda: swiglu(x),
               torch.randn(n, 1, f, device=dev, dtype=bf16))
         del x
-    for n, heads, d in itertools.product(TOKENS, HEADS, HEAD_DIM):
+    for n, heads, d in itertools.product(TOKENS, HEADS, HEAD_DIM) if want("rope") else ():
         t = torch.randn(n, 1, heads, d, device=dev, dtype=bf16).requires_grad_(True)
         freqs = torch.randn(n, 1, 1, d, device=dev, dtype=torch.float32)
         _case(rows, {"kind": "rope", "tokens": n, "width": heads * d, "elements": n * heads * d}, [t],
               lambda: rope(t, freqs), torch.randn_like(t))
         del t, freqs
-    for n, (g, d), r in itertools.product(TOKENS, GROUPS, REPEAT):
+    for n, (g, d), r in itertools.product(TOKENS, GROUPS, REPEAT) if want("gqa_repeat") else ():
         k = torch.randn(n, 1, g, d, device=dev, dtype=bf16).requires_grad_(True)
         _case(rows, {"kind": "gqa_repeat", "tokens": n, "width": g * d * r, "repeat": r, "elements": n * g * d * r},
               [k], lambda: k.repeat_interleave(r, dim=2), torch.randn(n, 1, g * r, d, device=dev, dtype=bf16))
         del k
     for kind, module in (("rmsnorm", torch.nn.RMSNorm), ("layernorm", torch.nn.LayerNorm)):
-        for n, w in itertools.product(ROWS, WIDTH):
+        for n, w in () if not want(kind) else itertools.product(ROWS, WIDTH):
             if n * w > MAX_ELEMENTS:
                 continue
             norm = module(w, device=dev, dtype=bf16)
@@ -113,4 +145,4 @@ def main(out_path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], set(sys.argv[2].split(",")) if len(sys.argv) > 2 else None))
