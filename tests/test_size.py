@@ -118,7 +118,7 @@ def test_a_layout_that_does_not_fit_is_not_printed() -> None:
     code, out, err = run_size("tests/size_specs/llama-70b.yaml", "--max-gpus", "8")
     assert code == 1 and "no layout fits" in err
     # no empty table: what was enumerated and what fit, without the tie legend or the column header
-    assert out.endswith("\n") and out.count("\n") == 1 and "llama-70b.yaml: 0 layouts of " in out and "tie" not in out
+    assert out.endswith("\n") and out.count("\n") == 1 and "llama-70b.yaml: 0 shown, the fastest of each parallel shape, of " in out and "tie" not in out
 
 
 def test_usage_errors() -> None:
@@ -176,3 +176,15 @@ def test_context_parallelism_is_not_free_in_size() -> None:
         assert sized is not None
         times.append(sized.step.term("cp").seconds)
     assert times[0] == 0 and times[1] > 0 and times[2] > times[1]
+
+
+def test_one_layout_has_no_tie_legend_and_zero_terms_are_not_flagged() -> None:
+    """A single layout is not a ranking (no tie legend), and a term that is zero (no tensor parallelism) is not an
+    estimate that lacks a measurement: `[not measured]` marks only the non-zero ones (a newcomer's pass read both as
+    noise)."""
+    code, out, _ = run_size("specs/gpt-7b.yaml", "--top", "1", "--explain-rank")
+    assert code == 0 and "tie:" not in out and ": 1 shown, the fastest of each parallel shape, of " in out
+    terms = [line for line in out.splitlines() if line.startswith("      ") and not line.strip().startswith("--set")]
+    assert terms and all("[not measured]" not in line for line in terms if float(line.split()[1]) == 0.0)
+    code, out, _ = run_size("specs/gpt-7b.yaml", "--top", "3")
+    assert code == 0 and out.startswith("tie: ")

@@ -375,9 +375,10 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
         out.write("\n")
     else:
         source = f"\ncalibration: utilisation {chosen[0].step.utilisation:.3f}, {chosen[0].step.utilisation_source}" if chosen else ""
-        header = (f"tie: layouts of one group differ by less than the model's error ({MODEL_ERROR:.0%}, "
-                  "docs/performance-model.md), so their order is not a ranking\n"
-                  f"{display}: {len(rows)} layouts of {enumerated} enumerated ({fit} fit {gpu.memory_gb:g} GB "
+        tie = (f"tie: layouts of one group differ by less than the model's error ({MODEL_ERROR:.0%}, "
+               "docs/performance-model.md), so their order is not a ranking\n") if len(rows) > 1 else ""
+        header = (f"{tie}{display}: {len(rows)} shown, the fastest of each parallel shape, of {enumerated} layouts "
+                  f"enumerated ({fit} fit {gpu.memory_gb:g} GB "
                   f"{gpu.name.upper()} under {CLEAN_PEAK_FRACTION:.0%}), ranked by {args.rank}, up to {max_gpus} GPUs, "
                   f"{args.gpus_per_worker} per worker{source}")
         _text(rows, header, chosen if args.explain_rank else None, out)

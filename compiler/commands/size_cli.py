@@ -35,7 +35,7 @@ def _text(rows: list[dict[str, Any]], header: str, explain: list[Any] | None, ou
             out.write(f"{rank:>3}:\n")
             for term in s.step.terms:
                 if term.exposed or term.seconds:
-                    flag = "" if term.measured else " [not measured]"
+                    flag = "" if term.measured or not term.seconds else " [not measured]"
                     added = "" if term.exposed else " (not added)"
                     out.write(f"      {term.name:<16} {term.seconds * 1e3:10.1f}{added}{flag}  {term.note}\n")
 
