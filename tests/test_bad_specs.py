@@ -69,3 +69,25 @@ def test_reserved_mounts_are_written_normalised():
     from compiler.platform.aistudio import RESERVED_MOUNTS
 
     assert all(normalize_path(r) == r and r != "/" for r in RESERVED_MOUNTS)
+
+
+CITED = re.compile(r"Megatron refuses it at (\S+?):(\d+)(?:-(\d+))? \((\w+)\)")
+
+
+def test_cited_megatron_lines_are_of_the_pinned_commit():
+    """A rule that reproduces a check of Megatron's cites where (compiler.megatron.cited): every citation in the
+    corpus names a Python file of Megatron-LM at the pinned commit (megatron_files.txt) and that commit; with a
+    checkout (MEGATRON_LM_DIR, as tests/test_scripts.py takes it), the lines cited hold the check (an assert, a raise
+    or the comparison)."""
+    from compiler.megatron import PINNED_COMMIT
+    from compiler.megatron.scripts import pinned_files
+    from test_scripts import CHECKOUT
+
+    cites = {m.groups() for e in CORPUS.glob("*.expected") for m in CITED.finditer(e.read_text())}
+    assert len(cites) >= 10
+    files = pinned_files()
+    for path, first, last, commit in cites:
+        assert path in files and commit == PINNED_COMMIT[:8], (path, commit)
+        if CHECKOUT:
+            lines = (Path(CHECKOUT) / path).read_text().splitlines()[int(first) - 1:int(last or first)]
+            assert any(w in line for line in lines for w in ("assert", "raise", " % ", "<", ">", "if ")), (path, first)

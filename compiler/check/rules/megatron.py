@@ -10,6 +10,7 @@ import posixpath
 from typing import Any, Iterator
 
 from ...diagnostics import Diagnostic, Severity
+from ...megatron import cited
 from ...megatron.flags import OWNED_FLAGS, arg_flag_name
 from ...megatron.performance import FIELD_OF as PERFORMANCE_FIELD_OF
 from ...megatron import divisibility as div
@@ -58,26 +59,28 @@ def check_megatron_model(ctx: RuleContext) -> Iterator[Diagnostic]:
     m, par = t.model, ctx.sections["parallelism"]
     tp = par.tensor
     here = ("training", "model")
-    # arguments.py:1283 (kv_channels unset): hidden_size % num_attention_heads == 0
+    # kv_channels unset: hidden_size % num_attention_heads == 0
     if m.hidden_size % m.num_attention_heads:
         yield ctx.locate(
             "megatron-hidden-heads", f"training.model.hidden_size ({m.hidden_size}) must be a multiple of "
             f"num_attention_heads ({m.num_attention_heads})", here + ("hidden_size",),
-            hint="Megatron derives the head size as hidden_size / num_attention_heads",
+            hint=cited("Megatron derives the head size as hidden_size / num_attention_heads",
+                       "megatron/training/arguments.py:1282-1283"),
         )
-    # megatron/core/transformer/transformer_config.py:1195: num_attention_heads % TP == 0
     if not div.heads_split_over_tp(m.num_attention_heads, tp):
         yield ctx.locate(
             "megatron-heads-tp", f"training.model.num_attention_heads ({m.num_attention_heads}) must be a "
             f"multiple of parallelism.tensor ({tp})", here + ("num_attention_heads",),
-            hint="each tensor-parallel rank holds num_attention_heads / tensor heads",
+            hint=cited("each tensor-parallel rank holds num_attention_heads / tensor heads",
+                       "megatron/core/transformer/transformer_config.py:1195"),
         )
-    # transformer_config.py:1209-1212: query groups a multiple or a divisor of TP
+    # query groups a multiple or a divisor of TP
     groups = m.num_query_groups
     if not div.groups_fit_tp(groups, tp):
         yield ctx.locate(
             "megatron-query-groups-tp", f"training.model.num_query_groups ({groups}) must be a multiple or a "
             f"divisor of parallelism.tensor ({tp})", here + ("num_query_groups",),
+            hint=cited(None, "megatron/core/transformer/transformer_config.py:1209-1213"),
         )
     if not div.heads_split_over_groups(m.num_attention_heads, groups):
         # megatron/core/transformer/attention.py splits heads evenly over the query groups
@@ -85,31 +88,34 @@ def check_megatron_model(ctx: RuleContext) -> Iterator[Diagnostic]:
             "megatron-query-groups-tp", f"training.model.num_attention_heads ({m.num_attention_heads}) must be a "
             f"multiple of num_query_groups ({groups})", here + ("num_query_groups",),
         )
-    # arguments.py:1299: max_position_embeddings >= seq_length
     if m.max_position_embeddings < m.seq_length:
         yield ctx.locate(
             "megatron-max-position", f"training.model.max_position_embeddings ({m.max_position_embeddings}) must be "
             f"at least seq_length ({m.seq_length})", here + ("max_position_embeddings",),
+            hint=cited(None, "megatron/training/arguments.py:1298-1299"),
         )
-    # arguments.py:1286-1289: seq_length % (2 × CP) == 0 when CP > 1
+    # seq_length % (2 × CP) == 0 when CP > 1
     cp = par.context
     if not div.sequence_splits_over_cp(m.seq_length, cp):
         yield ctx.locate(
             "megatron-seq-cp", f"training.model.seq_length ({m.seq_length}) must be a multiple of 2 × "
             f"parallelism.context ({2 * cp})", here + ("seq_length",),
-            hint="context parallelism splits each sequence into 2 × context chunks",
+            hint=cited("context parallelism splits each sequence into 2 × context chunks",
+                       "megatron/training/arguments.py:1286-1289"),
         )
-    # arguments.py:1486-1489: EP > 1 needs experts, and experts % EP == 0
+    # EP > 1 needs experts, and experts % EP == 0
     ep = par.expert
     if ep > 1 and m.num_experts is None:
         yield ctx.locate(
             "megatron-experts", f"parallelism.expert ({ep}) needs training.model.num_experts",
-            ("parallelism", "expert"), hint="set num_experts, or expert: 1 for a dense model",
+            ("parallelism", "expert"), hint=cited("set num_experts, or expert: 1 for a dense model",
+                                                  "megatron/training/arguments.py:1487"),
         )
     elif not div.experts_split_over_ep(m.num_experts, ep):
         yield ctx.locate(
             "megatron-experts", f"training.model.num_experts ({m.num_experts}) must be a multiple of "
             f"parallelism.expert ({ep})", here + ("num_experts",),
+            hint=cited(None, "megatron/training/arguments.py:1488-1489"),
         )
     if m.num_experts is not None and m.moe_router_topk > m.num_experts:
         # megatron/core/transformer/moe/router.py: topk picks among num_experts
@@ -129,13 +135,14 @@ def check_megatron_batch(ctx: RuleContext) -> Iterator[Diagnostic]:
     if layout is None:
         return  # parallel-divisibility reports it; DP is undefined
     product, dp = model_parallel_size(par.tensor, par.pipeline, par.context), layout.data
-    # megatron/core/num_microbatches_calculator.py:381: global % (micro × DP) == 0
+    # global % (micro × DP) == 0
     if not div.batch_splits(t.batch.global_, t.batch.micro, dp):
         yield ctx.locate(
             "megatron-batch", f"training.batch.global ({t.batch.global_}) must be a multiple of micro × data "
             f"parallel ({t.batch.micro} × {dp} = {t.batch.micro * dp})", ("training", "batch", "global"),
             hint=f"data parallel is {dp} = world {world} / (tensor × pipeline × context {product}); "
-            f"try global {t.batch.micro * dp * max(1, round(t.batch.global_ / (t.batch.micro * dp)))}",
+            f"try global {t.batch.micro * dp * max(1, round(t.batch.global_ / (t.batch.micro * dp)))}; "
+            + cited(None, "megatron/core/num_microbatches_calculator.py:381"),
         )
 
 
@@ -143,21 +150,21 @@ def check_megatron_optimizer(ctx: RuleContext) -> Iterator[Diagnostic]:
     t = _pretrain(ctx)
     if t is None or t.optimizer is None:
         return
-    # megatron/core/optimizer_param_scheduler.py:160: lr_warmup_steps < lr_decay_steps (decay defaults
-    # to the training length); a real H200 run failed on it at start (tests/fixtures/failed-runs)
+    # lr_warmup_steps < lr_decay_steps (decay defaults to the training length); a real H200 run failed on it at
+    # start (tests/fixtures/failed-runs)
     o = t.optimizer
     if t.train_iters is not None and o.warmup_iters and o.warmup_iters >= (o.decay_iters or t.train_iters):
         decay = o.decay_iters or t.train_iters
         yield ctx.locate(
             "megatron-lr-warmup", f"training.optimizer.warmup_iters ({o.warmup_iters}) must be below the LR decay's "
             f"{decay} iterations ({'decay_iters' if o.decay_iters else 'train_iters'})",
-            ("training", "optimizer", "warmup_iters"), hint=f"warm up for fewer than {decay} iterations",
+            ("training", "optimizer", "warmup_iters"),
+            hint=cited(f"warm up for fewer than {decay} iterations", "megatron/core/optimizer_param_scheduler.py:160"),
         )
-    # arguments.py:1304-1305: min_lr <= lr
     if t.optimizer.min_lr > t.optimizer.lr:
         yield ctx.locate(
             "megatron-lr", f"training.optimizer.min_lr ({t.optimizer.min_lr}) must not exceed lr ({t.optimizer.lr})",
-            ("training", "optimizer", "min_lr"),
+            ("training", "optimizer", "min_lr"), hint=cited(None, "megatron/training/arguments.py:1304-1305"),
         )
 
 
@@ -166,7 +173,7 @@ def check_megatron_data(ctx: RuleContext) -> Iterator[Diagnostic]:
     if t is None or t.data is None:
         return
     data = t.data
-    # arguments.py:1510-1513: one data source: mock data or data paths, not both, not neither; a
+    # one data source: mock data or data paths, not both (arguments.py refuses both), not neither; a
     # preparation step is the third way to give the paths
     if data.prepare is not None and (data.mock or data.paths):
         other = "mock" if data.mock else "paths"
@@ -180,7 +187,8 @@ def check_megatron_data(ctx: RuleContext) -> Iterator[Diagnostic]:
     elif data.mock and data.paths:
         yield ctx.locate(
             "megatron-data-source", "training.data.mock and training.data.paths are both set; Megatron takes one "
-            "data source", ("training", "data", "paths"), hint="remove paths for mock data, or mock for real data",
+            "data source", ("training", "data", "paths"),
+            hint=cited("remove paths for mock data, or mock for real data", "megatron/training/arguments.py:1510-1513"),
         )
     elif not data.mock and not data.paths:
         yield ctx.locate(
@@ -223,7 +231,7 @@ def check_megatron_data(ctx: RuleContext) -> Iterator[Diagnostic]:
 
 def check_sequence_parallel(ctx: RuleContext) -> Iterator[Diagnostic]:
     t = _pretrain(ctx)
-    # arguments.py:1378-1384: sequence parallel with TP=1 is switched off with a warning
+    # sequence parallel with TP=1 is switched off with a warning (arguments.py:1378-1384)
     if t is not None and t.sequence_parallel and ctx.sections["parallelism"].tensor == 1:
         yield ctx.locate(
             "megatron-sequence-parallel", "training.sequence_parallel has no effect with parallelism.tensor 1; "

@@ -14,11 +14,12 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ...diagnostics import Diagnostic, Severity
+from ...megatron import PINNED_SHORT
 from ...megatron.pretrain import SPLIT_CONFIG_SOURCE_LINES, SPLIT_SOURCE_LINES, PipelineSplit, pipeline_split_refusal
 from ...megatron.flags import FLAGS, Row
 from ..context import RuleContext
 
-COMMIT = "571370c8"
+COMMIT = PINNED_SHORT
 
 
 def _pretrain(ctx: RuleContext) -> Any:
