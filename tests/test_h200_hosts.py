@@ -452,9 +452,11 @@ def test_call36_table_is_the_traces_summaries_against_the_model() -> None:
         assert f"| {name} | {model:.1f} | {busy:.1f} | {busy / model:.3f} |" in readme
         now[name] = busy / _gpu_a_step(name)
     assert 1.05 < ratio["fpg-moe-e32-mb4"] < 1.10 and ratio["fpg-moe-e48-l8"] < ratio["fpg-moe-e32"] < 1.10
-    # call 37's activation term priced most of the GPU work the call found uncounted: today's model within 5 % of each
-    # (the 48-expert job's 341 tokens an expert now 4 % over its busy time: small experts' GEMMs, call 37's whole rows)
-    assert all(0.95 < r < 1.05 for r in now.values()) and now["fpg-moe-e32-mb4"] < ratio["fpg-moe-e32-mb4"] - 0.03, now
+    # call 37's activation term priced most of the GPU work the call found uncounted: today's model within 6 % of each
+    # (the 48-expert job's 341 tokens an expert 4 % over its busy time from call 37: small experts' GEMMs, call 37's
+    # whole rows; 5.5 % from call 48, whose GQA repeats it prices at 2.6 ms a step where this trace's repeat kernels
+    # take 2.8, the passes before them 1.3: the term holds, the small experts' excess stays)
+    assert all(0.94 < r < 1.05 for r in now.values()) and now["fpg-moe-e32-mb4"] < ratio["fpg-moe-e32-mb4"] - 0.03, now
     assert now["fpg-moe-e48-l8"] < 1.0 < now["fpg-moe-e32"] < now["fpg-moe-e32-mb4"]
 
 
@@ -621,24 +623,33 @@ def test_call45_table_is_the_logs_and_the_traces() -> None:
 
 
 def test_call46_bench_is_the_model_table_and_the_rule_as_checked() -> None:
-    """Device call 46 (tools/layer_ew_bench.py): the bench's rows are the model's table, and the check the rule asked
-    for (tools/layer_path_check.py on call 45's traces) is the README's table: SwiGLU, RoPE and the norms within 15 % of
-    their traced kernels, taken; GQA's repeat not, left as passes."""
+    """Device calls 46 and 48 (tools/layer_ew_bench.py): the benches' rows are the model's table (call 46's, and call
+    48's GQA repeats as a layer lays them out), and the check the rules asked for (tools/layer_path_check.py on call
+    45's traces) is the README's tables: SwiGLU, RoPE and the norms within 15 % of their traced kernels (call 46), GQA's
+    repeats too (call 48; call 46's contiguous repeat was not, and stays in the data as measured)."""
     from helpers import load_tool
 
     bench = json.loads((HOSTS / "call46" / "layer-ew-bench.json").read_text())
-    assert json.loads((REPO / "compiler" / "megatron" / "data" / "layer-elementwise-h200.json").read_text()) == bench
-    assert len(bench["rows"]) == 113 and all(r["gpu_seconds"] for r in bench["rows"])
+    call48 = json.loads((HOSTS / "call48" / "layer-ew-bench.json").read_text())
+    model = json.loads((REPO / "compiler" / "megatron" / "data" / "layer-elementwise-h200.json").read_text())
+    kv = [r for r in call48["rows"] if r["kind"] == "gqa_kv"]
+    assert model == {**bench, "rows": bench["rows"] + kv}
+    assert len(bench["rows"]) == 113 and len(kv) == 27 and all(r["gpu_seconds"] for r in model["rows"])
+    # call 48's control: call 46's contiguous repeats rerun, the GPU's time within 15 % of call 46's in the median
+    before = {(r["tokens"], r["width"], r["repeat"]): r["gpu_seconds"] for r in bench["rows"] if r["kind"] == "gqa_repeat"}
+    again = [r["gpu_seconds"] / before[(r["tokens"], r["width"], r["repeat"])]
+             for r in call48["rows"] if r["kind"] == "gqa_repeat"]
+    assert len(again) == 27 and 0.85 <= statistics.median(again) <= 1.15
     check = load_tool("layer_path_check")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert check.main([str(HOSTS / "call45")]) == 0
     readme = (HOSTS / "README.md").read_text()
+    call48_text = readme[readme.index("## call48"):]
     rows = [line for line in out.getvalue().splitlines() if line.startswith("| ") and "---" not in line][1:]
-    assert len(rows) == 14 and all(line in readme for line in rows)
+    assert len(rows) == 14 and all(line in (call48_text if "| gqa |" in line else readme) for line in rows)
     for line in rows:
-        path, ratio = line.split("|")[2].strip(), float(line.split("|")[5])
-        assert (0.85 <= ratio <= 1.15) == (path != "gqa"), line
+        assert 0.85 <= float(line.split("|")[5]) <= 1.15, line
 
 
 def test_call38_gemm_call_table_is_the_traces() -> None:

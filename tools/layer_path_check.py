@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Check device call 46's bench of the local layers' element-wise paths against call 45's traces (issue 26).
+"""Check the bench of the local layers' element-wise paths (device calls 46 and 48) against call 45's traces (issue 26).
 
 For each unprofiled job of a call's plan.json with a profiled step (`experiments/<job>/trace.json.gz`): the kernel time
 a step of each path in the trace (SwiGLU, RoPE, GQA's repeat, the norms), each kernel given to a path by the op that
 launched it and that op's input shapes (`--pytorch-profiler-collect-shapes`), beside the path priced by the bench's
-table (rates.layer_path_seconds; GQA by the bench's rows, which the model does not take) and by the passes the model
+table (rates.layer_path_seconds; GQA's repeats rates.gqa_repeat_seconds, call 48's) and by the passes the model
 priced it as before call 46, at the job's shapes. The attribution is by shape: an op on a tensor of the FFN's width is
 SwiGLU's, a 4-d op on heads (not the scores) RoPE's, a 5-d one or an expand's backward GQA's, a norm op a norm's.
 
@@ -14,7 +14,6 @@ SwiGLU's, a 4-d op on heads (not the scores) RoPE's, a 5-d one or an expand's ba
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -76,15 +75,6 @@ def _arg(args: list[str], flag: str, default: int | None = None) -> int:
     return int(args[args.index(flag) + 1]) if flag in args else int(default or 0)
 
 
-def _gqa_bench(tokens: float, width: float, repeat: int) -> float:
-    """GQA's repeat of K (or V) by the bench's rows at the nearest repeat (the model does not take them)."""
-    rows = [r for r in rates.layer_path_rows() if r["kind"] == "gqa_repeat"]
-    near = min({r["repeat"] for r in rows}, key=lambda x: abs(math.log(x / repeat)))
-    axes, values = rates.log_rate_grid([r for r in rows if r["repeat"] == near], ("tokens", "width"),
-                                       lambda r: r["elements"])
-    return tokens * width * math.exp(rates._interpolate(axes, values, (tokens, width)))
-
-
 def priced(args: list[str]) -> dict[str, tuple[float, float]]:
     """(the bench's table, the passes priced before call 46) in ms a step of each path at the job's shapes."""
     s, b = _arg(args, "--seq-length"), _arg(args, "--micro-batch-size", 1)
@@ -103,7 +93,7 @@ def priced(args: list[str]) -> dict[str, tuple[float, float]]:
         out["rope"] = ((rates.layer_path_seconds("rope", n, heads * d) + rates.layer_path_seconds("rope", n, groups * d))
                        * layers, 3 * rates.op_seconds("scale", n * (heads + groups) * d) * layers)
     if groups != heads:
-        out["gqa"] = (2 * _gqa_bench(n, heads * d, heads // groups) * layers,
+        out["gqa"] = (rates.gqa_repeat_seconds(n, heads * d, heads / groups) * layers,
                       rates.op_seconds("add", n * 2 * heads * d) * layers)
     norm = (2 * layers + 1) * rates.layer_path_seconds(kind, n, h)
     norm_before = (2 * layers + 1) * rates.op_seconds("layernorm", n * h) * (0.8 if rms else 1.0)

@@ -333,20 +333,23 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "(tests/fixtures/h200-hosts/call9); te-s8192-l4's pair contradicts the bound (the mask cost it 12 ms where "
         "the bound prices nothing): a kept mask at moderate lengths is under-priced |",
         "| bandwidth-bound passes | norms, bias adds, GeLU/SwiGLU, dropouts, residual adds, RoPE, reshape copies, "
-        "GQA's repeated K/V, the embedding's dropout; fused kernels drop the passes they fuse | counted from the source; "
+        "the embedding's dropout; fused kernels drop the passes they fuse | counted from the source; "
         "each op's forward+backward cost per element measured at 2^28 elements |",
-        "| local layers' element-wise paths | without the fused kernels (the local layers without Apex or TE), three paths "
+        "| local layers' element-wise paths | without the fused kernels (the local layers without Apex or TE), four paths "
         "as Megatron runs them: SwiGLU (mlp.py's chunk into two strided halves, silu, the offset's add, the product; "
         "SplitBackward's cat), the unfused RoPE (rope_utils.py: products with cos and sin broadcast over the heads, the "
         "rotated half's negation and cats) on the query's and the key's heads, and torch's norm modules (RMSNorm or "
         "LayerNorm with their weight gradient, by rows and width: the layer's norms over h, --qk-layernorm's over each "
-        "head); 14-16 ps an output element for SwiGLU and 27-40 for RoPE, where the passes priced 7.6 and 9.8, and "
+        "head), and with query groups the local core attention's repeat_interleave of the key (contiguous after RoPE) "
+        "and the value (a strided view of the QKV output), their gradients reduced as the attention's matmuls return "
+        "them; 14-16 ps an output element for SwiGLU and 27-40 for RoPE, where the passes priced 7.6 and 9.8, "
+        "12-19 ps a token and query feature for GQA's two repeats from 8192 tokens (two add passes before), and "
         "20-90 ps an element for a norm 64 wide, 4-10 for h 1024-8192 | measured: tools/layer_ew_bench.py over 2048-32768 "
         "tokens x the widths a layer issues, replayed from a CUDA graph (compiler/megatron/data/layer-elementwise-h200.json "
-        "from tests/fixtures/h200-hosts/call46), interpolated in log space; checked against call 45's traces of five whole "
-        "jobs (tools/layer_path_check.py: SwiGLU 0.98-1.02 of the traced kernels, RoPE 0.86-1.00, norms 1.00-1.08). "
-        "GQA's repeat_interleave, benched too, came to 0.51-0.73 of its traced kernels (the traced key and value are "
-        "strided views and their gradients arrive permuted, which the bench's are not): it stays priced as passes |",
+        "from tests/fixtures/h200-hosts/call46, GQA's from call48), interpolated in log space; checked against call 45's "
+        "traces of five whole jobs (tools/layer_path_check.py: SwiGLU 0.98-1.02 of the traced kernels, RoPE 0.86-1.00, "
+        "norms 1.00-1.08, GQA's repeats 0.96-1.06; call 46's bench of the repeat on contiguous tensors came to 0.51-0.73 "
+        "and was not taken) |",
         "| embedding | the first stage's word embedding: the lookup and its backward (a zeroed gradient of the rank's "
         "vocabulary shard, each token's row added in; at TP > 1 VocabParallelEmbedding's masking) by tokens, hidden size, "
         "shard rows and TP; a learned position embedding's lookup the same way | measured: tools/embedding_bench.py over "
@@ -668,8 +671,7 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "  where the model has 8 and runs 20 % over its estimate; the kept dense runs the model calls GPU-bound still run",
         "  slower than it the nearer their host comes to their GPU (median -0.7 % over 85 runs; the worst around host/GPU",
         "  0.5 on the slow hosts of calls 6, 10 and 11, -11 to -17 %, and at 0.8-0.9, call 25's second passes and call",
-        "  45's hx-h1536, -12 to -20 %). GQA's repeat_interleave is priced as passes at 0.40-0.53 of its",
-        "  traced kernels (2-4 ms a step of call 45's jobs): its bench came to 0.51-0.73 and was not taken.",
+        "  45's hx-h1536, -12 to -20 %).",
         "- fp16-l4 runs 7 % faster than l4 (bf16) with the same kernels counted. The unfused attention's benchmark",
         "  has bf16's passes slower than fp16's at exactly that shape (b4 h16 s2048 d64: 27 against 19 ps a score,",
         "  tests/fixtures/measurements/profiles/attention-fp16-bf16.json; equal at b1 and at d96), which would explain",

@@ -11,10 +11,10 @@ share of the GEMM rate and cost per score timing.py passes in, fitted on the TE 
   bmm forward, four batched matmuls backward, priced by the measured bmm table; the score passes
   (mask, softmax, dropout) by the measured per-element cost. Fused attention (Transformer Engine)
   is priced as its FLOPs (the causal half) at the measured GEMM rate of the layer's largest GEMM;
-- bandwidth-bound passes (bias adds, dropouts, residual adds, GQA's repeated K/V, the fp32 cross entropy) at
-  their measured per-element cost; the local layers' unfused paths (SwiGLU on strided views, RoPE, torch's norms
-  by width) and the word embedding by measured tables (rates.layer_path_seconds, rates.embedding_seconds); fused
-  kernels (`fused_kernels: true`: TE's norms and RoPE, bias-activation, bias-dropout-add) drop what they fuse;
+- bandwidth-bound passes (bias adds, dropouts, residual adds, the fp32 cross entropy) at their measured per-element
+  cost; the local layers' unfused paths (SwiGLU on strided views, RoPE, torch's norms by width, GQA's repeated K/V)
+  and the word embedding by measured tables (rates.layer_path_seconds, gqa_repeat_seconds, embedding_seconds);
+  fused kernels (`fused_kernels: true`: TE's norms and RoPE, bias-activation, bias-dropout-add) drop what they fuse;
 - the fp32 gradient accumulation where the launch passes `--no-gradient-accumulation-fusion` (TE's
   layers too then; the TE runs on the lent H200, which has no Apex for Megatron's own output layer, did):
   main_grad.add_ per parameter and micro batch, at the measured HBM rate;
@@ -245,8 +245,8 @@ def stage_work(args: Any, model: Model, par: Any, layers: int, first: bool, last
             rates.op_seconds("dropout", 1) + 10 / rates.hbm_bytes_per_second())
         core_fwd = qk + pv + scores * per_score / 3
         core = 2 * qk + 4 * pv + scores * per_score
-        # the reshape copies of q, k, v (views of the QKV output), GQA's repeated K/V, the context's permute
-        core += rates.op_seconds("add", tokens * ((q + 2 * kv) + (2 * q if groups != heads else 0) + q) / tp)
+        core += rates.op_seconds("add", tokens * (q + 2 * kv + q) / tp) + (  # q, k, v's copies, the context's permute
+            rates.gqa_repeat_seconds(tokens, q / tp, heads / groups) if groups != heads else 0.0)
     else:
         # forward, causal half: QK^T over the query/key head size, PV over the value's (MLA's differ)
         flops = 2 * b * s * args.seq_length * heads * (d_qk + d_v) / tp / 2

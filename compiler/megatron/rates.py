@@ -132,7 +132,8 @@ def _layer_path_grid(kind: str) -> tuple[tuple[tuple[int, ...], ...], dict[tuple
 
 
 def layer_path_rows() -> list[dict[str, Any]]:
-    """The rows of tools/layer_ew_bench.py (device call 46), GQA's repeat among them, which the model does not take."""
+    """The rows of tools/layer_ew_bench.py: device call 46's, call 48's GQA repeats as a layer lays them out (gqa_kv;
+    call 46's on contiguous tensors, gqa_repeat, kept as measured and not taken)."""
     rows: list[dict[str, Any]] = json.loads((DATA / "layer-elementwise-h200.json").read_text())["rows"]
     return rows
 
@@ -158,6 +159,25 @@ def layer_path_seconds(kind: str, rows: float, width: float) -> float:
     (rows the vectors normalised, width their size: the layer's norms over h, --qk-layernorm's over a head)."""
     axes, values = _layer_path_grid(kind)
     return rows * width * math.exp(_interpolate(axes, values, (rows, width)))
+
+
+def gqa_repeat_seconds(tokens: float, width: float, repeat: float) -> float:
+    """The GPU's time, forward and backward, of a local core attention's two GQA repeats (dot_product_attention.py:
+    key and value repeat_interleave'd over the heads of a group) at `tokens` x `width` (the query heads' features on
+    the rank) and `repeat` heads a group, as a layer lays them out: the key contiguous after RoPE, the value a strided
+    view of the QKV output, their gradients as the attention's matmuls return them (tools/layer_ew_bench.py gqa_kv,
+    device call 48, within 4-6 % of call 45's traced kernels), at the nearest measured repeat (2, 4 or 8)."""
+    grids = _gqa_grids()
+    axes, values = grids[min(grids, key=lambda x: abs(math.log(x / repeat)))]
+    return tokens * width * math.exp(_interpolate(axes, values, (tokens, width)))
+
+
+@lru_cache(maxsize=None)
+def _gqa_grids() -> dict[int, tuple[tuple[tuple[int, ...], ...], dict[tuple[int, ...], float]]]:
+    """gqa_kv's grid of each measured repeat, a time by tokens x query features (both repeats')."""
+    rows = [r for r in layer_path_rows() if r["kind"] == "gqa_kv" and r["gpu_seconds"]]
+    return {k: log_rate_grid([r for r in rows if r["repeat"] == k], ("tokens", "width"),
+                             lambda r: r["tokens"] * r["width"]) for k in sorted({r["repeat"] for r in rows})}
 
 
 def linear_seconds(tokens: float, out_features: float, in_features: float, dtype: str = "bf16") -> float:
