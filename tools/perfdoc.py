@@ -299,6 +299,7 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
     det = next(r for r in result["rows"] if r["unpriced"] and not r["contended"])
     t = rates.table()
     big = max(t["copy"], key=lambda r: r["bytes"])
+    sp = spread(result)
     lines = [
         "# Performance model: time per iteration before a GPU is spent",
         "",
@@ -307,6 +308,18 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "`compiler/megatron/timing.py` predicts the time per iteration of a pretrain_gpt.py spec; `megatron-compile size`",
         "ranks layouts by it, `--explain` and plan.md show it term by term and per pipeline stage. Issue 26 rebuilt it",
         "from terms measured one by one; what no measurement isolates is fitted, and the fitted constants are listed below.",
+        "",
+        "Which figure to read: an estimate's error depends on what sets its pace, which plan.md and `--explain` name. A",
+        f"GPU-bound estimate's kept runs measured {sp['GPU'][0]:.2f}-{sp['GPU'][1]:.2f}x of it, a host-bound one's "
+        f"{sp['host'][0]:.2f}-{sp['host'][1]:.2f}x (lent hosts ran",
+        "the same Python up to 2.2x apart, below), a host-bound estimate calibrated for its cluster (`megatron-compile",
+        f"calibrate`) {sp['host-calibrated'][0]:.2f}-{sp['host-calibrated'][1]:.2f}x: plan.md's spread (MEASURED_SPREAD). "
+        f"`size` ties layouts within MODEL_ERROR ({model_error(result) * 100:.0f} %, the 90th",
+        "percentile over every kept run), since it ranks layouts of every kind. The leave-one-out worst and median below are",
+        "the acceptance's figures over every kept run, host-bound ones included, not the error of a GPU-bound plan. Host",
+        "times appear three ways: as the profile measured them (the table's milliseconds), at the fitted HOST_SPEED (what an",
+        "estimate uses: the fitted constants' milliseconds), and Transformer Engine's own fitted figures (TE_HOST_*, what",
+        "`size` and `--explain` print for a TE spec).",
         "",
         "## Terms and where each comes from",
         "",
