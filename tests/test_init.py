@@ -36,6 +36,8 @@ def test_init_compiles_cleanly_or_refuses_with_the_compilers_diagnostics(tmp_pat
         assert code == 1
         assert "[parallel-divisibility]" in out
         assert not target.exists()
+        # the diagnostics' lines are of a file never written: the refusal says so, and which option sets each key
+        assert "not written" in err and "--tp, --pp and --cp set parallelism.tensor" in err
 
 
 def test_init_extends_a_base(tmp_path):

@@ -157,7 +157,9 @@ def main(argv: list[str], out: TextIO, err: TextIO) -> int:
                 probe.unlink()
     if not result.ok or result.diagnostics:
         print_diagnostics(sort_diagnostics(result.diagnostics), "text", out)
-        err.write(f"{target}: not written; the layout above cannot run\n")
+        err.write(f"{target}: not written; the layout above cannot run (its lines are the spec init would write: --tp, "
+                  "--pp and --cp set parallelism.tensor, .pipeline and .context, --workers and --gpus-per-worker "
+                  "resources.workers and .gpus_per_worker)\n")
         return 1
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
