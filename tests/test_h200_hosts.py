@@ -597,6 +597,35 @@ def test_call47_whole_dense_models_held_out_are_the_logs_against_the_model_as_co
     assert statistics.median(now) < statistics.median(then)
 
 
+def test_call49_moe_families_held_out_are_the_logs_against_the_model_as_committed() -> None:
+    """Device call 49: three MoE blocks of families users train through the local experts, never run, their figures
+    committed before the call (72ea8dd) with a tiny GPT as the host's reference; the reading as written down: the
+    Mixtral block within 15 % and the GPU-bound spread, the two host-bound blocks within the host-bound spread, OLMoE's
+    within 15 % and the Qwen3-shaped one's not (+19.4 %: the model over at 256 tokens an expert), memory within 5 %."""
+    readme = (HOSTS / "README.md").read_text()
+    spread = {"GPU": (0.91, 1.21), "host": (0.69, 2.06)}
+    within = {}
+    for name, p in predicted(HOSTS / "call49" / "predicted-before.txt").items():
+        job = name.split("/")[0]
+        (log,) = (HOSTS / "call49" / "fakepg" / job).glob("first-rank*.log")
+        its = steady(log)
+        m = statistics.median(its)
+        row = f"| call49/{name}{' (the host' + chr(39) + 's reference)' if job == 'mem-hc-tiny-ga4' else ''} | {p:.0f} | " \
+              f"{m:.1f} ({min(its):.1f}-{max(its):.1f}) | {(p / m - 1) * 100:+.1f}% | {m / p:.3f} |"
+        (line,) = (x for x in readme.splitlines() if x.startswith(row))
+        if job == "mem-hc-tiny-ga4":
+            continue
+        assert len(its) == 27
+        bound = (HOSTS / "call49" / "predicted-before.txt").read_text().split(name)[1].split()[1]
+        lo, hi = spread[bound]
+        assert lo <= m / p <= hi, name
+        within[job] = abs(p / m - 1) <= 0.15
+        allocated = max(float(x) for x in re.findall(r"max allocated: ([\d.]+)", log.read_text()))
+        estimate = float(line.rsplit("|", 2)[-2].split("/")[0].replace(",", ""))
+        assert f"/ {allocated:,.0f} (" in line and abs(estimate / allocated - 1) <= 0.05
+    assert within == {"fam-mixtral-l2": True, "fam-olmoe-l4": True, "fam-qwen3moe-l4": False}
+
+
 CALL45 = ("fam-qwen3-06b", "fam-tinyllama-11b", "hx-h1536", "mem-l4", "fpg-llama8b-l2-s8192")
 
 
@@ -811,3 +840,30 @@ def test_call43_grid_with_references_is_the_logs_and_gives_the_split_the_model_t
         assert f"{key} {result['point'][key]:.3f} (90 % {lo:.3f} to {hi:.3f})" in readme
     lo, hi = result["interval"]["B/P"]
     assert not lo <= result["profile"]["B/P"] <= hi and 1.5 < result["point"]["B/P"] < 3
+
+
+def test_fakepg_predict_prices_a_rank_without_the_loss_sync_the_fake_group_drops(tmp_path) -> None:
+    """Megatron turns the loss's NaN check off under a fake process group (arguments.py:1591-1593), so a rank the
+    harness runs has no host sync at its loss: `fakepg.py predict` prices it so (the figures written down before call
+    49 priced the sync: the local-expert blocks' forward host work waited for, 703 and 1298 ms where the runs' model
+    is 639 and 1219). A spec that already turns the check off predicts the same; the check on prices more."""
+    from helpers import load_tool
+
+    fakepg = load_tool("fakepg")
+    spec = REPO / "tests" / "e2e" / "fam-olmoe-l4.yaml"
+    text = spec.read_text().replace('args: ["--qk-layernorm"]', 'args: ["--qk-layernorm", "--no-check-for-nan-in-loss-and-grad"]')
+    assert text != spec.read_text()
+    (tmp_path / "fpg.yaml").write_text((REPO / "tests" / "e2e" / "fpg.yaml").read_text())
+    off = tmp_path / "fam-olmoe-l4.yaml"
+    off.write_text(text)
+    (a,), (b,) = fakepg.predict([spec]), fakepg.predict([off])  # type: ignore[attr-defined]
+    assert a == b and a.startswith("fam-olmoe-l4/first ")
+    from compiler.load.override import Override
+    from compiler.one_pass import compile_spec
+
+    res = compile_spec(str(spec), "s.yaml", overrides=(Override(f"image.base={fakepg.NO_TE_IMAGE}"),),  # type: ignore[attr-defined]
+                       render_files=False)
+    assert res.facts is not None and res.facts.step_time is not None
+    with_sync = res.facts.step_time.stages[0].microbatch_s * 2 + res.facts.step_time.term("optimizer").seconds \
+        + res.facts.step_time.term("iteration").seconds
+    assert float(a.split()[1]) < with_sync * 1e3 * 0.95

@@ -299,7 +299,8 @@ def test_host_calibrated_leave_one_out_holds_the_committed_figures() -> None:
     assert all(r["host_factor"] == 1.0 for r in own if not r["calibrated_by"])
     # the fast host of call 22 and the slow one of call 6 come out either side of 1
     factor = {r["name"]: r["host_factor"] for r in own}
-    assert factor["call22/mem-llama-h512-l8"] < 0.80 and factor["call6/mem-l24"] > 1.2  # call 43's split: 0.79
+    # call 43's split: 0.79; 0.80 with call 49's runs in the folds' host speed
+    assert factor["call22/mem-llama-h512-l8"] <= 0.80 and factor["call6/mem-l24"] > 1.2
     assert timing.MEASURED_SPREAD["host-calibrated"] == _tool("perfdoc").spread(VALIDATION)["host-calibrated"]  # type: ignore[attr-defined]
 
 
@@ -316,8 +317,9 @@ def test_gpu_bound_runs_hold_the_committed_worst() -> None:
     assert max(abs(r["error"]) for r in gpu) <= 0.36
 
 
-KEPT_RANKS = 112  # the counted fake-process-group ranks: call 29's 13, call 30's 7, call 31's 4, calls 32, 34, 35, 37 and 40's 4
-# each, call 41's 3, call 42's 15 and call 43's 33 (one-GPU tiny jobs, host-bound), calls 44, 45 and 47's 5 (whole models), two one-stage
+KEPT_RANKS = 116  # the counted fake-process-group ranks: call 29's 13, call 30's 7, call 31's 4, calls 32, 34, 35, 37 and 40's 4
+# each, call 41's 3, call 42's 15 and call 43's 33 (one-GPU tiny jobs, host-bound), calls 44, 45 and 47's 5 (whole models), call
+# 49's 4 (three MoE families and the tiny GPT as its host's reference), two one-stage
 # the fake-process-group ranks with a pipeline stage beside them that ran on the fake receive's unfilled buffer
 # (device calls 26 and 27) and those without one
 ONE_STAGE = {"call26/fpg-tp8-h8192/first", "call27/fpg-tp2-s8192/first"}
@@ -331,7 +333,10 @@ LOCAL_EXPERT_RANKS = {"call31/fpg-moe16-pp4/first", "call31/fpg-moe16-pp4/last",
                       "call35/fpg-moe-e16-v256k/first", "call35/fpg-moe-e48-l8/first", "call37/fpg-moe-e8-f4096/first",
                       "call37/fpg-moe-e16-gelu/first", "call37/fpg-moe-e16-f1024-mb16/first", "call37/fpg-moe-e32-mb4/first",
                       "call41/fpg-moe-e16-f1024-mb16-long/first", "call41/fpg-moe-e16-f1024-mb16-long-cache/first",
-                      "call41/fpg-moe-e16-f1024-mb16-long-again/first"}
+                      "call41/fpg-moe-e16-f1024-mb16-long-again/first", "call49/fam-mixtral-l2/first",
+                      "call49/fam-olmoe-l4/first", "call49/fam-qwen3moe-l4/first"}
+# a call's host reference (the tiny GPT of calls 6-24, host-bound), run beside held-out jobs
+HOST_REFERENCES = {"call49/mem-hc-tiny-ga4/first"}
 
 
 def test_ranks_of_multi_gpu_layouts_alone_hold_their_compute() -> None:
@@ -343,18 +348,19 @@ def test_ranks_of_multi_gpu_layouts_alone_hold_their_compute() -> None:
     earlier = [r for r in ranks if r["name"].split("/")[0] in ("call26", "call27")]
     assert len(earlier) == 22
     tiny = {r["name"] for r in ranks if r["name"].startswith(("call42/", "call43/"))}  # the host-split grids: host-bound
-    assert len(tiny) == 48 and {r["name"] for r in ranks if r["bound"] != "GPU"} < LOCAL_EXPERT_RANKS | tiny
+    assert len(tiny) == 48 and {r["name"] for r in ranks if r["bound"] != "GPU"} < LOCAL_EXPERT_RANKS | tiny | HOST_REFERENCES
     assert {r["name"] for r in earlier if not r["void"]} == ONE_STAGE
     assert all(r["contended"] for r in ranks if r["void"])  # contended rows are never fitted (fit_idx) or counted
     kept = [r for r in ranks if not r["void"]]
     assert {r["name"].split("/")[0] for r in kept if r["name"] not in ONE_STAGE} == {"call29", "call30", "call31", "call32",
                                                                                      "call34", "call35", "call37", "call40",
                                                                                      "call41", "call42", "call43",
-                                                                                     "call44", "call45", "call47"}
+                                                                                     "call44", "call45", "call47",
+                                                                                     "call49"}
     assert len(kept) >= KEPT_RANKS and not any(r["contended"] for r in kept)
     # dense: within 6 % (call 44's whole Qwen3-0.6B shape -6.0 %); the Mixtral-shaped MoE (2048 tokens an expert, GPU-bound: the measured expert host time all
     # behind its GPU time) -12 and -5 %, where the profiled per-call figure's wait had put them within 4 %
-    held = [r for r in kept if r["name"] not in LOCAL_EXPERT_RANKS | tiny]
+    held = [r for r in kept if r["name"] not in LOCAL_EXPERT_RANKS | tiny | HOST_REFERENCES]
     mixtral = [r for r in held if "fpg-moe-pp2-dp4" in r["name"]]
     assert all(r["bound"] == "GPU" for r in held) and len(mixtral) == 2
     # call 45's hx-h1536 (host/GPU 0.9 a micro batch, no loss sync under a fake group) -20 %: its GPU busy the model's
@@ -369,13 +375,15 @@ def test_ranks_of_multi_gpu_layouts_alone_hold_their_compute() -> None:
     # token counts cuBLAS has not planned, calls 38-39); call 31's 16-expert first stage 26 % under, its last (with the
     # head's GPU work beside the experts') within 6 %; call 37's worst job for 80 iterations on call 41's host 3-9 % under
     local = {r["name"]: r["error"] for r in kept if r["name"] in LOCAL_EXPERT_RANKS}
-    # since call 43's split (a layer pass priced lower, the experts' host a share of it) every one is under
-    assert len(local) == 21 and all(-0.37 < e < 0.40 for e in local.values()), local
+    # call 49's MoE families, held out: the Mixtral block -5 %, OLMoE's 1024 tokens an expert -17 %, the
+    # Qwen3-30B-A3B block's 256 +12 % (the errors run with the tokens an expert receives, as calls 31-37's did)
+    assert len(local) == 24 and all(-0.37 < e < 0.40 for e in local.values()), local
     assert all(-0.17 < e < 0 for n, e in local.items() if n.startswith("call41"))
     # the most under, both -34 % since call 46's paths: call 37's 8192 tokens an expert and call 32's e32 on its host
     assert min(local, key=lambda n: local[n]) in ("call37/fpg-moe-e16-f1024-mb16/first", "call32/fpg-moe-e32/first")
     assert all(-0.36 < e < 0 for n, e in local.items() if n.startswith("call32"))
-    assert max(local, key=lambda n: local[n]) == "call35/fpg-moe-e48-l8/first"
+    # the most over: call 49's Qwen3-30B-A3B-shaped block, the fewest tokens an expert of them all (256)
+    assert max(local, key=lambda n: local[n]) == "call49/fam-qwen3moe-l4/first"
     assert abs(local["call31/fpg-moe16-pp4/last"]) < 0.06 and all(abs(e) < 0.19 for n, e in local.items()
                                                                   if n.startswith("call34"))
     calibrated = {r["name"]: r["calibrated_error"] for r in kept if r["name"].startswith("call34/")}

@@ -21,6 +21,7 @@ sys.path.insert(0, str(REPO / "tools"))
 
 from compiler.megatron import data_loader, host_time, layer_time, rates, timing  # noqa: E402
 import published_doc  # noqa: E402
+from published_check import spearman  # noqa: E402
 from grouped_experts_fit import DESIGNATED as GROUPED_DESIGNATED  # noqa: E402
 
 MODULE = REPO / "compiler" / "megatron" / "timing.py"
@@ -206,6 +207,27 @@ def bound_lines(result: dict[str, Any]) -> list[str]:
         "  step; 1 or 8 workers within the host's noise) or the launch options (call 7), sets the pace, and it varies by host and",
         "  by run (tests/fixtures/h200-hosts/README.md, calls 11 and 12).",
     ]
+
+
+def yardstick_text(result: dict[str, Any]) -> str:
+    """tools/yardstick.py's pure-Python loop, printed at the end of some calls' summary.txt, against the host factor
+    the calibrated rows of the same call were given (their median): whether a CPU probe could stand for a run."""
+    pairs = []
+    for summary in sorted(HOSTS.glob("call*/summary.txt")):
+        m = re.search(r"python loop 3M adds: ([\d.]+) ms", summary.read_text())
+        call = summary.parent.name
+        factors = [r["host_factor"] for r in result["rows"] if r["calibrated_by"] and not r["contended"]
+                   and r["name"].split("/")[0] == call]
+        if m and factors:
+            pairs.append((float(m.group(1)), statistics.median(factors)))
+    if len(pairs) < 3:
+        return ""
+    rho = spearman([a for a, _ in pairs], [b for _, b in pairs])
+    loops, factors = [a for a, _ in pairs], [b for _, b in pairs]
+    return (f"Nor does tools/yardstick.py's pure-Python loop (3 M additions): over the {len(pairs)} calls that printed it "
+            f"and have calibrated runs it took {min(loops):.0f}-{max(loops):.0f} ms where the calls' host factors were "
+            f"{min(factors):.2f}-{max(factors):.2f} (Spearman {rho:+.2f}; a slower loop would be a larger factor): a CPU "
+            "probe of the interpreter does not stand for a run of the job.")
 
 
 def fit_block(result: dict[str, Any], published: dict[str, Any]) -> str:
@@ -643,7 +665,12 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         f"  the first ({loo_error(result, 'call31/fpg-moe16-pp4/first')} and {loo_error(result, 'call31/fpg-moe16-pp4/last')}), "
         "and the Mixtral-shaped ranks, 8 experts of 2048 tokens,",
         f"  GPU-bound, {loo_error(result, 'call31/fpg-moe-pp2-dp4/first')} and {loo_error(result, 'call31/fpg-moe-pp2-dp4/last')}. "
-        "TE's grouped experts (--moe-grouped-gemm) have host costs",
+        "Call 49 held out three MoE families users train, every layer MoE: a Mixtral-8x7B-shaped block",
+        f"  (GPU-bound) {loo_error(result, 'call49/fam-mixtral-l2/first')}, an OLMoE-shaped one at 1024 tokens an expert "
+        f"{loo_error(result, 'call49/fam-olmoe-l4/first')} and a Qwen3-30B-A3B-shaped one at 256 "
+        f"{loo_error(result, 'call49/fam-qwen3moe-l4/first')}: the errors",
+        "  run with the tokens an expert receives there too, which one host figure an expert pass does not follow.",
+        "  TE's grouped experts (--moe-grouped-gemm) have host costs",
         "  of their own, fitted on device calls 15-16's top-8 sweep (within -25..+26 %; not linear in the experts:",
         "  call 18 found changing token counts cost about 14 ms a MoE layer and micro batch, constant ones not);",
         f"  te-moe32-top2 is their one held-out run never seen before ({loo_error(result, 'call16/te-moe32-top2')}); "
@@ -656,7 +683,7 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "  iterations of one run spread 36-71 ms. Six A/B runs on one host show that the launch options compiled",
         "  launches gained after call 3 (--manual-gc, --exit-signal-handler) do not explain it. tools/microbench.py's",
         "  launch figures (a bare launch 9.6 us in call 1, 12.5 / 12.0 in call 6, 9.4 / 8.1 in call 7) follow the",
-        "  hosts only in part. One HOST_SPEED is fitted over all of them, so a host-bound job on a fast or a slow",
+        f"  hosts only in part. {yardstick_text(result)} One HOST_SPEED is fitted over all of them, so a host-bound job on a fast or a slow",
         "  host is off by as much as that host is from the middle, unless its spec carries its cluster's",
         "  resources.host_time_factor (`megatron-compile calibrate`; the host-calibrated figures above). Of the seven specs first run in call 6 (all",
         "  GPU-bound by their plans), five came within 2.3-6.6 % of the prediction written down before the call,",
