@@ -17,6 +17,7 @@ from ..load.discover import lock_path
 from ..megatron.packages import image_packages
 from ..megatron.pretrain import training_time, vocab_size
 from ..megatron.checkpoint import SAVE_PROBE, complete_save_files
+from ..megatron.launch_env import launch_env
 from ..megatron.runfiles import (
     RUN_CHECKPOINT_DIR, DATASETS_DIR, EXIT_RECORD, LATEST_CHECKPOINT, LAUNCH_LOG, NODES_DIR, RUNTIME_PROBE, RUNTIME_RECORD,
     TRAIN_LOG,
@@ -185,11 +186,11 @@ def _launch_plan(spec: JobSpec, facts: Facts, pretrain: PretrainPlan | None, ada
         ((Word.lit("torchrun"),),) + tuple((w,) for w in distributed) + ((script,),)
         + flag_lines + tuple((Word.lit(a),) for a in spec.training.args)
     )
-    env = dict(spec.training.env)
-    if pretrain is not None and (par.tensor > 1 or par.context > 1):
-        # Megatron asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with TP or CP on Hopper and older GPUs, so
-        # that communication kernels are queued ahead of the compute they overlap with.
-        env.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
+    # the spec's training.env, then what Megatron needs beside it (each default with its reason; the spec's wins)
+    env = {name: (value, "") for name, value in spec.training.env.items()}
+    if pretrain is not None:
+        for d in launch_env(spec.training, par.tensor, par.context):
+            env.setdefault(d.name, (d.value, d.why))
     checkpoint = spec.training.checkpoint if pretrain is not None else None  # a complete pretrain spec's
     resume = spec.training.resume or (checkpoint is not None and checkpoint.resume)
     loads = pretrain is not None and any(f.name == "--load" for f in pretrain.flags)
@@ -202,7 +203,8 @@ def _launch_plan(spec: JobSpec, facts: Facts, pretrain: PretrainPlan | None, ada
         log_dir_shown=log_dir.as_text().replace("$RUN_ROOT", facts.run_root), torchrun=torchrun,
         tee=(Word.lit("tee"), Word.lit("-i")) + ((Word.lit("-a"),) if resume else ())
         + (Word((Var("TRAIN_LOG"),)),),
-        env=tuple(sorted(env.items())), has_env=bool(env), resume=resume, runtime_probe=RUNTIME_PROBE,
+        env=tuple((name, value) for name, (value, _) in sorted(env.items())), has_env=bool(env),
+        env_notes=tuple(f"{name}: {why}" for name, (_, why) in sorted(env.items()) if why), resume=resume, runtime_probe=RUNTIME_PROBE,
         checks_checkpoint=loads, checkpoint_dir=under("RUN_ROOT", RUN_CHECKPOINT_DIR), tracker=LATEST_CHECKPOINT,
         checkpoint_files=tuple(Word.lit(f) for f in complete_save_files(ckpt_format, facts.layout)),
         checkpoint_sharded=ckpt_format == "torch_dist", checkpoint_probe=SAVE_PROBE, train_iters=pretrain.train_iters if pretrain else 0,

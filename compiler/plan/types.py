@@ -73,6 +73,7 @@ class LaunchPlan(NamedTuple):
     torchrun: tuple[tuple[Word, ...], ...]  # argv lines: a flag and its values share a line
     tee: tuple[Word, ...]  # tee -i [-a] "$TRAIN_LOG": resume appends to the earlier log
     env: tuple[tuple[str, str], ...]  # sorted (name, value)
+    env_notes: tuple[str, ...]  # "NAME: why" for each variable the compiler set for Megatron (not the spec's own)
     has_env: bool
     resume: bool
     runtime_probe: str

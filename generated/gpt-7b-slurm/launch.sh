@@ -260,7 +260,8 @@ check_data_prefix() {
 check_data_prefix /mnt/megatron/data/corpus-a_text_document
 check_data_prefix /mnt/megatron/data/corpus-b_text_document
 
-# Extra environment from the spec's training.env.
+# The environment: the spec's training.env, and what Megatron needs beside it (each with its reason).
+# CUDA_DEVICE_MAX_CONNECTIONS: Megatron asserts 1 with TP or CP on Hopper and older GPUs: communication kernels queue ahead of the compute they overlap with
 export CUDA_DEVICE_MAX_CONNECTIONS=1
 
 # The exit record verify.sh and the doctor read: the launch's exit status on the first line, then
