@@ -6,6 +6,7 @@ import json
 from enum import Enum
 from typing import Any, Iterable, Sequence
 
+from .text import shown
 from .tuples import NamedTuple
 
 
@@ -46,6 +47,7 @@ class Diagnostic(NamedTuple):
 CODES: dict[str, str] = {
     # YAML and file level
     "file-unreadable": "the spec file cannot be read",
+    "spec-path": "the spec's path is not UTF-8 text",
     "encoding": "the spec is not UTF-8",
     "yaml-syntax": "YAML syntax error",
     "yaml-empty": "the spec file is empty",
@@ -117,6 +119,7 @@ CODES: dict[str, str] = {
     "pretrain-missing-section": "pretrain_gpt.py needs a typed section the spec lacks",
     "pretrain-section-unused": "a pretrain section given for another script",
     "megatron-hidden-heads": "hidden_size is not a multiple of num_attention_heads",
+    "megatron-ffn-size": "with swiglu, a hidden_size too small for Megatron's derived FFN width",
     "megatron-heads-tp": "num_attention_heads is not a multiple of tensor parallel",
     "megatron-query-groups-tp": "num_query_groups does not fit tensor parallel or the heads",
     "megatron-max-position": "max_position_embeddings is below seq_length",
@@ -179,7 +182,7 @@ CODES: dict[str, str] = {
 
 # Codes about files on disk rather than a spec's content; tests/bad_specs/ covers all the others.
 OUTPUT_CODES = frozenset({"price-table", "guardrails-file", "guardrail-cost", "guardrail-memory",
-                          "guardrail-gpu-hours", "diff-git", "set-value", "file-unreadable", "not-generated-file", "write-failed", "output-conflict", "no-specs",
+                          "guardrail-gpu-hours", "diff-git", "set-value", "file-unreadable", "spec-path", "not-generated-file", "write-failed", "output-conflict", "no-specs",
                           "artifact-stale", "artifact-missing", "artifact-extra", "image-unpinned", "calibrate-log"})
 
 
@@ -238,7 +241,7 @@ def summary_line(diags: Sequence[Diagnostic], file: str) -> str | None:
         parts.append(f"{warnings} warning{'s' if warnings != 1 else ''}")
     if not parts:
         return None
-    return f"{', '.join(parts)} in {file}"
+    return f"{', '.join(parts)} in {shown(file)}"
 
 
 def to_json_obj(d: Diagnostic) -> dict[str, Any]:

@@ -12,7 +12,8 @@ from .tuples import NamedTuple
 from .check.facts import Facts
 from .check.pins import check_pins
 from .check.validate import check
-from .diagnostics import Diagnostic
+from .text import is_utf8, shown
+from .diagnostics import Diagnostic, make_error
 from .load.attachments import hf_config
 from .load.compose import compose
 from .load.override import Override
@@ -54,6 +55,11 @@ def compile_spec(path: str, display: str, *, overrides: tuple[Override, ...] = (
                  recorded: str | None = None, regenerate: str | None = None, require_lock: bool = False) -> CompileResult:
     """Compile one spec file (with its bases and --set overrides); plan and render run only when
     checking found no errors."""
+    if not (is_utf8(path) and is_utf8(display)):
+        where = shown(display)
+        return CompileResult(where, [make_error(
+            "spec-path", f"the spec's path {where} holds a byte that is not UTF-8: every generated file names its spec, "
+            "in text", hint="rename the file and its directories in UTF-8", file=where, line=1, column=1)])
     composed = compose(path, display, overrides, _expects_string)
     bases = tuple(composed.bases)
     diags = composed.diagnostics

@@ -23,3 +23,27 @@ def printable(text: str) -> str:
     """`text` with each control or format character written as its escape (a newline as \\n): a file name or a --set
     line that a generated comment echoes, which must stay one line."""
     return CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+# Text from the command line: Python keeps a byte of argv that is not UTF-8 as a lone surrogate
+# (surrogateescape), which no spec value, path in a generated file or diagnostic may carry.
+def is_utf8(text: str) -> bool:
+    """Whether the text is UTF-8 throughout."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown(text: str) -> str:
+    """The text as a diagnostic prints it: a byte that is not UTF-8 written as \\xNN."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def first_bad_byte(text: str) -> int:
+    """The 0-based byte offset of the first byte that is not UTF-8 (len in bytes when there is none)."""
+    for i, c in enumerate(text):
+        if "\ud800" <= c <= "\udfff":
+            return len(text[:i].encode("utf-8", "surrogateescape"))
+    return len(text.encode("utf-8", "surrogateescape"))

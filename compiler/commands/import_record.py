@@ -129,7 +129,8 @@ def _run_once(bash: str, script: Path, positional: list[str], cwd: Path, env: di
               timeout: float) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run([bash, "-u", str(script.resolve()), *positional], cwd=cwd, env=env,
-                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+                              capture_output=True, text=True, errors="replace", timeout=timeout,
+                              stdin=subprocess.DEVNULL)  # a byte that is not UTF-8 read as U+FFFD
     except subprocess.TimeoutExpired as exc:
         def text(data: bytes | str | None) -> str:
             return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from ..diagnostics import Diagnostic, Span, make_error
 from . import inputs
-from ..text import printable
+from ..text import first_bad_byte, is_utf8, printable
 from .discover import leaves, trusted_root
 from .override import Override
 from .source import Location, ScalarSpelling, SourceDoc, load_file, load_value
@@ -203,6 +203,10 @@ def apply_override(doc: SourceDoc, override: Override,
     def error(message: str, column: int = 7, hint: str | None = None) -> list[Diagnostic]:
         return [make_error("set-value", message, hint=hint, file=origin, line=1, column=column)]
 
+    if not is_utf8(override.raw):
+        return None, error(f"--set {override.shown}: the command line holds a byte that is not UTF-8, which a spec "
+                           "value cannot hold", 7 + first_bad_byte(override.raw),
+                           hint="write the key and the value in UTF-8 (check the shell's locale and quoting)")
     parts = tuple(key.split(".")) if key else ()
     if not sep or not parts or not all(parts):
         return None, error(f"--set takes KEY=VALUE with a dotted key, got {override.raw!r}",

@@ -10,6 +10,7 @@ they sit (a multimodal config nests its text model under `text_config`). Each re
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import re
@@ -61,6 +62,18 @@ class _Refuse(Exception):
 def _position(text: str, offset: int) -> tuple[int, int]:
     before = text[:offset]
     return before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
+
+
+class _Lines:
+    """(line, column) of many offsets of one text, each by bisection over its line starts (a config.json's
+    every key: _position's count from the start would be quadratic in a large id2label table)."""
+
+    def __init__(self, text: str) -> None:
+        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def position(self, offset: int) -> tuple[int, int]:
+        line = bisect.bisect_right(self.starts, offset)
+        return line, offset - self.starts[line - 1] + 1
 
 
 # text, compiled by the first _scan (re's cache keeps them): most compiles read no JSON file
@@ -116,8 +129,17 @@ def _constant(name: str) -> float:
 
 
 def _locate_key(text: str, key: str, after: int = 0) -> int | None:
-    match = re.compile(r'"' + re.escape(key) + r'"\s*:').search(text, after)
-    return match.start() if match else None
+    """The offset of `"key":` at or after `after` (a plain search, then the colon checked: no pattern compiled a key)."""
+    quoted = '"' + key + '"'
+    at = text.find(quoted, after)
+    while at >= 0:
+        rest = at + len(quoted)
+        while rest < len(text) and text[rest] in " \t\r\n":
+            rest += 1
+        if rest < len(text) and text[rest] == ":":
+            return at
+        at = text.find(quoted, at + 1)
+    return None
 
 
 def key_positions(text: str, value: Any) -> dict[str, tuple[int, int]]:
@@ -126,19 +148,20 @@ def key_positions(text: str, value: Any) -> dict[str, tuple[int, int]]:
     out: dict[str, tuple[int, int]] = {}
     if not isinstance(value, dict):
         return out
+    lines = _Lines(text)
     after = 0
     for key, item in value.items():
         offset = _locate_key(text, key, after) if isinstance(key, str) else None
         if offset is None:
             continue
-        out[key] = _position(text, offset)
+        out[key] = lines.position(offset)
         after = offset
         if isinstance(item, dict):
             inner = offset
             for child in item:
                 found = _locate_key(text, child, inner) if isinstance(child, str) else None
                 if found is not None:
-                    out[f"{key}.{child}"] = _position(text, found)
+                    out[f"{key}.{child}"] = lines.position(found)
                     inner = found
     return out
 
@@ -158,6 +181,7 @@ def _check_bounds(text: str, value: Any, path: tuple[str | int, ...], problems: 
                     problems.append(JsonProblem(*_position(text, where),
                                                 f"{shown} = {item!r} is outside the range a model has ({_num(low)} to {_num(high)})"))
             _check_bounds(text, item, path + (key,), problems, where)
+            after = where  # the next key is searched from this one, not from the object's start again
     elif isinstance(value, list):
         for index, item in enumerate(value):
             _check_bounds(text, item, path + (index,), problems, after)

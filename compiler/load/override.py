@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..text import shown
 from ..tuples import NamedTuple
 
 
@@ -12,4 +13,9 @@ class Override(NamedTuple):
 
     @property
     def origin(self) -> str:
-        return f"--set {self.raw}"
+        return f"--set {self.shown}"
+
+    @property
+    def shown(self) -> str:
+        """The text as a diagnostic may print it (text.shown)."""
+        return shown(self.raw)

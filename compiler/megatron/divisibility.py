@@ -7,7 +7,21 @@ Each cites the line of Megatron at the pinned commit (571370c8) that asserts it.
 
 from __future__ import annotations
 
-from .pretrain import PipelineSplit, pipeline_split_refusal
+from typing import Any
+
+from .pretrain import PipelineSplit, ffn_hidden_size, pipeline_split_refusal
+
+
+def head_size_derives(model: Any) -> bool:
+    """arguments.py:1282-1283: the head size is hidden_size / num_attention_heads, whole."""
+    return bool(model.hidden_size % model.num_attention_heads == 0)
+
+
+def model_shapes_ok(model: Any) -> bool:
+    """The layer's GEMMs have shapes: a whole head size of at least 1 and an FFN of at least 1 (with swiglu and
+    no ffn_hidden_size, arguments.py:1276-1281 rounds 4 x hidden x 2/3 down to a multiple of 64: 0 below h 24).
+    What the memory and step-time models need before they price a layer."""
+    return head_size_derives(model) and model.hidden_size >= model.num_attention_heads and ffn_hidden_size(model) >= 1
 
 
 def heads_split_over_tp(heads: int, tp: int) -> bool:

@@ -106,6 +106,8 @@ def dimension_problems(t: Any, tensor: int, context: int) -> Iterator[tuple[tupl
     if (ffn // tensor) % LAST:
         yield here + ("ffn_hidden_size",), (f"the FC2 GEMM's inner dimension per tensor-parallel rank, training.model.ffn_hidden_size "
                                             f"/ tensor = {ffn} / {tensor}, is not divisible by {LAST}")
+    if t.batch is None:  # the batch's own rule reports a missing training.batch
+        return
     tokens = m.seq_length * t.batch.micro // context
     if tokens % LEADING:
         yield here + ("seq_length",), (f"the tokens a GEMM sees, seq_length × micro batch / context = {tokens}, are "

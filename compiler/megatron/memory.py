@@ -22,6 +22,7 @@ from . import performance
 from .fp8 import fp8_memory
 from .gpus import gpu_of_flavor
 from .param_counts import counts as _counts
+from .divisibility import model_shapes_ok
 from .parallel import ParallelLayout as Layout
 from .pretrain import (
     ffn_hidden_size, num_microbatches, padded_vocab_size, train_iterations, virtual_pipeline_size, vocab_size,
@@ -238,7 +239,8 @@ def storage_bytes(t: Any, per_save: int, iterations: int) -> tuple[int, int, int
 
 
 def estimate(spec: SpecView | JobSpec, layout: Layout) -> Estimate | None:
-    """Every estimate for a pretrain spec; None when the vocabulary size is unknown, or the layout
+    """Every estimate for a pretrain spec; None when the vocabulary size is unknown, the layer has no shape
+    (divisibility.model_shapes_ok), or the layout
     has no data-parallel replica, expert data-parallel replica or virtual stage to estimate for (the
     rules report those layouts as errors of their own)."""
     t = spec.training
@@ -248,6 +250,8 @@ def estimate(spec: SpecView | JobSpec, layout: Layout) -> Estimate | None:
     # a complete pretrain spec (check/facts.py pretrain_complete; `size` checks its own)
     assert t.model is not None and t.model.num_layers is not None and t.batch is not None
     assert spec.resources is not None
+    if not model_shapes_ok(t.model):  # the rules report the shape (check/rules/megatron.py)
+        return None
     if layout.data < 1 or layout.expert_data < 1 or virtual_pipeline_size(
             t.model.num_layers, layout.pipeline, t.virtual_pipeline) == 0:
         return None

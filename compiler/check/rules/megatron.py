@@ -10,13 +10,13 @@ import posixpath
 from typing import Any, Iterator
 
 from ...diagnostics import Diagnostic, Severity
-from ...megatron import cited
+from ...megatron import PINNED_SHORT, cited
 from ...megatron.flags import OWNED_FLAGS, arg_flag_name
 from ...megatron.performance import FIELD_OF as PERFORMANCE_FIELD_OF
 from ...megatron import divisibility as div
 from ...megatron.parallel import model_parallel_size
 from ...megatron.pretrain import (
-    MODEL_REQUIRED, PRETRAIN_SCRIPT, PRETRAIN_SECTIONS, REQUIRED_SECTIONS,
+    MODEL_REQUIRED, PRETRAIN_SCRIPT, PRETRAIN_SECTIONS, REQUIRED_SECTIONS, ffn_hidden_size,
 )
 from ...paths import is_within, normalize_path
 from ..context import RuleContext
@@ -60,12 +60,20 @@ def check_megatron_model(ctx: RuleContext) -> Iterator[Diagnostic]:
     tp = par.tensor
     here = ("training", "model")
     # kv_channels unset: hidden_size % num_attention_heads == 0
-    if m.hidden_size % m.num_attention_heads:
+    if not div.head_size_derives(m):
         yield ctx.locate(
             "megatron-hidden-heads", f"training.model.hidden_size ({m.hidden_size}) must be a multiple of "
             f"num_attention_heads ({m.num_attention_heads})", here + ("hidden_size",),
             hint=cited("Megatron derives the head size as hidden_size / num_attention_heads",
                        "megatron/training/arguments.py:1282-1283"),
+        )
+    if m.ffn_hidden_size is None and ffn_hidden_size(m) < 1:
+        yield ctx.locate(
+            "megatron-ffn-size", f"with swiglu and no ffn_hidden_size Megatron sizes the FFN int(4 × hidden_size × 2/3 "
+            f"/ 64) × 64, which is 0 at hidden_size {m.hidden_size}: the MLP would have no width",
+            here + ("hidden_size",),
+            hint="set training.model.ffn_hidden_size, or a hidden_size of 24 or more; Megatron derives the width at "
+                 f"megatron/training/arguments.py:1271-1278 ({PINNED_SHORT}) and builds the MLP without a check",
         )
     if not div.heads_split_over_tp(m.num_attention_heads, tp):
         yield ctx.locate(
