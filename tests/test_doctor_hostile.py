@@ -156,6 +156,20 @@ def test_a_large_log_costs_its_size_once(tmp_path, monkeypatch):
     assert big_s < 40 * small_s, (big_s, small_s)
 
 
+def test_a_record_filled_with_megabytes_is_read_as_its_head_and_tail(tmp_path):
+    """exit_status and runtime.txt are a few lines the launch writes; verify.sh reads them line by line in bash, so
+    one a job filled with 8 MB of lines (20 s and more before, the doctor's limit 120 s) is given to it as 64 KiB."""
+    filler = "x\n" * (8_000_000 // 2)
+    small = run_root(tmp_path / "small", {"train.log": _log(100), "exit_status": "1\n" + "x\n" * 1000})
+    big = run_root(tmp_path / "big", {"train.log": _log(100), "exit_status": "1\n" + filler,
+                                      "runtime.txt": filler})
+    _warm(tmp_path)
+    small_code, small_s = _timed(small)
+    big_code, big_s = _timed(big)
+    assert small_code == big_code == 1
+    assert big_s < 5 * small_s + 1.0, (big_s, small_s)
+
+
 # What each detector looks for, repeated over a long line: a pattern `A.*B` searched again from every A
 # is quadratic in the line (minutes for a few of these lines).
 REPEATED = ["CUDA out of memory ", "CheckpointingException: ", "Global shape mismatch for loaded (",

@@ -20,7 +20,7 @@ from ..megatron.failures import Evidence, DoctorFacts, Finding, Fix, RunFiles, W
 from ..megatron.runfiles import (
     RUN_CHECKPOINT_DIR, EXIT_RECORD, LATEST_CHECKPOINT, LAUNCH_LOG, RUNTIME_RECORD, TRAIN_LOG, worker_log_dir,
 )
-from .doctor_read import latest_attempt, read_bounded, shadow_root
+from .doctor_read import RECORD_BYTES, latest_attempt, read_bounded, shadow_root
 from ..one_pass import compile_spec
 from ..diagnostics import Diagnostic, format_text, make_error, to_json_obj
 
@@ -79,7 +79,8 @@ def read_run(root: str, facts: DoctorFacts, bounded: dict[str, str] | None = Non
     unreadable: list[Evidence] = []
 
     def read(base: str, name: str) -> str | None:
-        got = read_bounded(os.path.join(base, name))
+        record = name in (EXIT_RECORD, RUNTIME_RECORD)
+        got = read_bounded(os.path.join(base, name), *((RECORD_BYTES, RECORD_BYTES) if record else ()))
         rel = os.path.relpath(os.path.join(base, name), root)
         if got.problem is not None:
             unreadable.append(Evidence(rel, 0, got.problem))

@@ -19,6 +19,9 @@ from ..megatron.failures_logs import SKIPPED as SKIPPED_RE, to_int
 
 HEAD_BYTES = 4 << 20
 TAIL_BYTES = 4 << 20
+# the launch's own records (exit_status, runtime.txt) are a few lines; verify.sh reads them line by line in bash,
+# so a record the job filled with megabytes is given to it (and read) as its head and tail of 32 KiB each
+RECORD_BYTES = 32 << 10
 CHUNK = 16 << 20
 SKIPPED = "[doctor: {} lines not read]"
 
@@ -41,8 +44,11 @@ def _count_newlines(fd: int, start: int, end: int) -> int:
     return count
 
 
-def read_bounded(path: str) -> Read:
-    """A log's text (head and tail when large), or why it was not read; absent files are (None, None)."""
+def read_bounded(path: str, head_bytes: int | None = None, tail_bytes: int | None = None) -> Read:
+    """A log's text (head and tail when large: HEAD_BYTES and TAIL_BYTES unless given), or why it was not read;
+    absent files are (None, None)."""
+    head_bytes = HEAD_BYTES if head_bytes is None else head_bytes
+    tail_bytes = TAIL_BYTES if tail_bytes is None else tail_bytes
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -61,14 +67,14 @@ def read_bounded(path: str) -> Read:
         return Read(None, f"cannot be read: {e.strerror or e}")
     try:
         size = st.st_size
-        if size <= HEAD_BYTES + TAIL_BYTES:
+        if size <= head_bytes + tail_bytes:
             data = _read_all(fd, size)
             head, tail, skipped = data, b"", None
         else:
-            head = _read_all(fd, HEAD_BYTES)
-            cut = size - TAIL_BYTES
+            head = _read_all(fd, head_bytes)
+            cut = size - tail_bytes
             os.lseek(fd, cut, os.SEEK_SET)
-            tail = _read_all(fd, TAIL_BYTES)
+            tail = _read_all(fd, tail_bytes)
             # whole lines only: the head up to its last newline, the tail from its first
             h = head.rfind(b"\n") + 1
             t = tail.find(b"\n") + 1
