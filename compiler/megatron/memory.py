@@ -85,10 +85,12 @@ def bytes_per_parameter(distributed_optimizer: bool, data_parallel: int, precisi
     return 14 + grad if not distributed_optimizer else 2 + grad + (12 / data_parallel)
 
 
-def megatron_weight_and_optimizer_bytes(t: Any, layout: Layout, padded_vocab: int, precision: str = "bf16") -> float:
+def megatron_weight_and_optimizer_bytes(t: Any, layout: Layout, padded_vocab: int, precision: str = "bf16",
+                                        counts: dict[str, float] | None = None) -> float:
     """theoretical_memory_usage.py:264-274 (which counts 18 bytes whatever the precision); with the
-    run's precision, what the rank holds (fp16 keeps 2-byte gradients)."""
-    c = _counts(t, layout, padded_vocab)
+    run's precision, what the rank holds (fp16 keeps 2-byte gradients). `counts`: the layout's parameter counts
+    (param_counts.counts) where the caller has them, derived once."""
+    c = _counts(t, layout, padded_vocab) if counts is None else counts
     return ((c["tp"] + c["replicated"]) * bytes_per_parameter(t.distributed_optimizer, layout.data, precision)
             + c["expert"] * bytes_per_parameter(t.distributed_optimizer, layout.expert_data, precision))
 
@@ -258,12 +260,12 @@ def estimate(spec: SpecView | JobSpec, layout: Layout) -> Estimate | None:
     padded = padded_vocab_size(vocab, t.model.make_vocab_size_divisible_by, layout.tensor)
     micro = num_microbatches(t.batch.global_, t.batch.micro, layout.data)
     counts = _counts(t, layout, padded)
-    weights = megatron_weight_and_optimizer_bytes(t, layout, padded)
+    weights = megatron_weight_and_optimizer_bytes(t, layout, padded, counts=counts)
     activations = megatron_activation_bytes(t, layout, padded, micro)
     shape = shape_of(t, layout, padded, micro)
     peak = peak_terms(shape, position_parameters(t), bytes_per_parameter(t.distributed_optimizer, layout.data,
                                                                          t.precision))
-    held = megatron_weight_and_optimizer_bytes(t, layout, padded, t.precision)
+    held = megatron_weight_and_optimizer_bytes(t, layout, padded, t.precision, counts)
     peak_bytes = (held + peak.position_embeddings + peak.attention_buffer + peak.layers + peak.loss
                   + act.workspace_bytes(shape))
     fp8 = fp8_memory(t, layout)  # FP8's weight copies and amax history (megatron/fp8.py), else None
