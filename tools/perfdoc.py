@@ -665,7 +665,9 @@ def render(result: dict[str, Any], published: dict[str, Any]) -> str:
         "  least-recently-used cache of six shapes a count 85 % of its calls missed 8192 plans after iteration 300 and 5 %",
         "  1048576; the default run slowed from 358 to 405 ms while the large cache's settled at 316-332 (0.80x late), and",
         "  an OLMoE-shaped block (call 51, its reading decided by its counts before it ran) ran 0.87x with the large cache",
-        "  (35 % of its calls missing 8192 plans, 2 % 1048576). So the compiler's launch sets",
+        "  (35 % of its calls missing 8192 plans, 2 % 1048576); at 256 tokens an expert (call 52, a Qwen3-30B-A3B-shaped",
+        "  block) the counts fit the default cache (4 % missing) and the large one cost nothing beyond the host's drift",
+        "  (two default runs 15 % apart, the large cache's 0.7 % under the faster). So the compiler's launch sets",
         "  CUBLASLT_HEURISTICS_CACHE_CAPACITY=1048576 wherever the experts run the local SequentialMLP",
         "  (compiler/megatron/launch_env.py); the model is not refitted on those runs, and those with the large cache",
         f"  ({loo_error(result, 'call50/fpg-moe-e16-f1024-mb16-soak-cache/first')} and "
