@@ -4,10 +4,12 @@ The spec's own training.env wins over every default here (a user who sets one ke
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
-# cuBLASLt's heuristics cache, in plans (cublasLtHeuristicsCacheGetCapacity reports 8192 by default): large enough
-# for every token count a local expert can receive at each of its six GEMM shapes in the jobs users run
+from ..tuples import NamedTuple
+
+# cuBLASLt's heuristics cache, in plans (cublasLtHeuristicsCacheGetCapacity reports 8192 by default): six GEMM shapes
+# for each of 174,762 token counts, every count a local expert can receive from a micro batch of that many tokens
 HEURISTICS_CACHE_CAPACITY = 1048576
 
 
