@@ -6,7 +6,6 @@ import json
 from enum import Enum
 from typing import Any, Iterable, Sequence
 
-from .text import shown
 from .tuples import NamedTuple
 
 
@@ -231,7 +230,8 @@ def format_text(diags: Sequence[Diagnostic]) -> str:
 
 
 def summary_line(diags: Sequence[Diagnostic], file: str) -> str | None:
-    """`2 errors, 1 warning in specs/x.yaml`, or None when there is nothing to say."""
+    """`2 errors, 1 warning in specs/x.yaml`, or None when there is nothing to say. `file` comes as the
+    caller shows it (text.shown: a name with undecodable bytes escaped)."""
     errors = sum(1 for d in diags if d.severity is Severity.ERROR)
     warnings = sum(1 for d in diags if d.severity is Severity.WARNING)
     parts = []
@@ -241,7 +241,7 @@ def summary_line(diags: Sequence[Diagnostic], file: str) -> str | None:
         parts.append(f"{warnings} warning{'s' if warnings != 1 else ''}")
     if not parts:
         return None
-    return f"{', '.join(parts)} in {shown(file)}"
+    return f"{', '.join(parts)} in {file}"
 
 
 def to_json_obj(d: Diagnostic) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from ..diagnostics import Diagnostic, format_github, format_json, format_text, s
 from ..load.override import Override
 from ..batch import Options, run_batch
 from ..one_pass import compile_spec
+from ..text import shown
 
 EXIT_OK, EXIT_FAIL = 0, 1
 
@@ -82,7 +83,7 @@ def check_written(path: Path, fmt: str, out: TextIO, err: TextIO) -> int:
     result = compile_spec(str(path), str(path), render_files=False)
     diags = sort_diagnostics(result.diagnostics)
     print_diagnostics(diags, fmt, out)
-    line = summary_line(diags, result.spec_file)
+    line = summary_line(diags, shown(result.spec_file))
     if line:
         err.write(line + "\n")
     return EXIT_OK if result.ok else EXIT_FAIL
