@@ -491,6 +491,34 @@ def validate() -> dict[str, Any]:
             "worst_all": max(abs(row["error"]) for row in rows)}
 
 
+class Floor(NamedTuple):
+    floor: float  # the least worst |error| one figure can have on the group: (max - min) / (max + min)
+    rows: list[dict[str, Any]]  # validate's rows, slowest first
+
+
+def floors(rows: list[dict[str, Any]], one_host: bool = False) -> list[Floor]:
+    """Kept runs the model reads as one job, grouped, with the floor under any estimate of them: the runs with its
+    GPU to itself and no option the model does not read whose in-sample estimates agree to the microsecond (the same
+    priced arguments; a run on other hosts or in other launches of one job). Any figure p for a group is off by at
+    least (max - min) / (max + min) on its fastest or its slowest run (p = 2 max min / (max + min) balances the two),
+    so no estimate that reads only the job meets a threshold under that. With `one_host`, only runs of one device call
+    (one lent host) group together. Largest floor first; groups of one left out."""
+    groups: dict[tuple[float, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        if not row["contended"] and not row["unpriced"]:
+            call = row["name"].split("/")[0] if one_host and "/" in row["name"] else ""
+            if one_host and not call:
+                continue  # the oldest fixtures do not record their host
+            groups.setdefault((round(row["in_sample_ms"], 3), call), []).append(row)
+    out = []
+    for group in groups.values():
+        if len(group) > 1:
+            ms = [r["measured_ms"] for r in group]
+            out.append(Floor((max(ms) - min(ms)) / (max(ms) + min(ms)),
+                             sorted(group, key=lambda r: -r["measured_ms"])))
+    return sorted(out, key=lambda f: -f.floor)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true")
