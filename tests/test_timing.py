@@ -270,15 +270,14 @@ VALIDATION = _tool("validate_timing").validate()  # type: ignore[attr-defined]
 
 
 def test_leave_one_out_holds_the_committed_worst_fold() -> None:
-    # the doc's figure; it is NOT the 15 % of the acceptance: host-bound runs (the tiny model, b1) measured on
-    # lent hosts that ran the same job up to 2.2x apart miss it (docs/performance-model.md,
-    # tests/fixtures/h200-hosts)
-    # call 22's host ran the tiny GPT with 8 layers in 100.7 ms where calls 6 and 11 took 198 and 175: its
-    # host-bound Llama-shaped run is the worst (+85 %), call 6's tiny runs the other way (-39 %)
+    # the doc's figures; the worst is NOT the 15 % of the acceptance: host-bound runs measured on lent hosts that
+    # ran the same job up to 2.4x apart miss it (the floor, test_kept_runs_of_one_job_spread_past_the_acceptance).
+    # The worst is the oldest fixtures' local-experts moe8-top2 (-51.5 %: its first iterations plan every new token
+    # count with cuBLASLt, calls 41 and 50), then call 6's slow host (-45 % on mem-moe8-top2, -41 % on the tiny GPT)
     own = [r for r in VALIDATION["rows"] if not r["contended"]]
-    assert len(own) >= 158
-    assert VALIDATION["worst"] <= 0.86
-    assert sum(abs(r["error"]) <= 0.15 for r in own) >= 112
+    assert len(own) >= 281
+    assert VALIDATION["worst"] <= 0.52
+    assert sum(abs(r["error"]) <= 0.15 for r in own) >= 172
 
 
 def test_the_floor_under_any_estimate_is_the_groups_spread() -> None:
@@ -318,13 +317,13 @@ def test_host_calibrated_leave_one_out_holds_the_committed_figures() -> None:
     # micro batch and at 2 layers and 4 (call 6: +57 and -23 % calibrated) disagree on the split the profile
     # gave a layer pass and a micro batch
     own = [r for r in VALIDATION["rows"] if not r["contended"]]
-    # the worst, over every run and over the runs a host calibrated, is call 35's 48-expert job (+62 %: its call's three
-    # other runs ran under the model, it over), then call 6's tiny GPT at 8 layers (+60 %)
-    assert VALIDATION["worst_calibrated"] <= 0.62
-    assert max(abs(r["calibrated_error"]) for r in own if r["calibrated_by"]) <= 0.62
-    assert sum(abs(r["calibrated_error"]) <= 0.15 for r in own) >= 119
+    # the worst, over every run and over the runs a host calibrated, is call 35's 48-expert job (+58 %: its call's three
+    # other runs ran under the model, it over), then call 19's TE 64-expert run (+56 %)
+    assert VALIDATION["worst_calibrated"] <= 0.58
+    assert max(abs(r["calibrated_error"]) for r in own if r["calibrated_by"]) <= 0.58
+    assert sum(abs(r["calibrated_error"]) <= 0.15 for r in own) >= 213
     cal = [r for r in own if r["calibrated_by"]]
-    assert len(cal) >= 116
+    assert len(cal) >= 211
     # a call's factor is never its own run's: the factor of a run alone on its host is 1
     assert all(r["host_factor"] == 1.0 for r in own if not r["calibrated_by"])
     # the fast host of call 22 and the slow one of call 6 come out either side of 1
