@@ -17,7 +17,9 @@ optimizer shard and activations, so its `max allocated` is that rank's peak memo
 `python -m compiler tests/fixtures/fakepg/specs/*.yaml -o GEN`) and keeps pretrain_gpt.py's
 arguments as launch.sh passes them, less --save/--load (no checkpoint is written) and
 --exit-signal-handler (its check gathers on a device the fake backend cannot name:
-dist_signal_handler.py get_device raises), plus --fake-process-group (NAME...: only those specs). It runs two ranks per layout, one when the
+dist_signal_handler.py get_device raises), plus --fake-process-group (NAME...: only those specs), and the variables
+launch.sh exports ("launch_env": the spec's training.env and the compiler's, such as the local experts' cuBLASLt
+cache; an entry's own "env", set by hand, wins over them). It runs two ranks per layout, one when the
 pipeline has one stage: the first pipeline stage's and the last's, each tensor- and data-parallel rank 0 (ranks are laid out tp-cp-ep-dp-pp, parallel_state.py
 RankGenerator), because only data-parallel rank 0 prints Megatron's memory report
 (training/utils/common_utils.py report_memory) and tensor-parallel rank 0 loads the data (the other
@@ -94,6 +96,15 @@ def launch_args(launch: str) -> list[str]:
     return out
 
 
+_EXPORT = re.compile(r"^export ([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.M)
+
+
+def launch_env(launch: str) -> dict[str, str]:
+    """The variables a compiled launch.sh exports for Megatron (the spec's training.env and the compiler's own, such
+    as CUBLASLT_HEURISTICS_CACHE_CAPACITY for local experts), so that a rank runs as the compiled job would."""
+    return {name: shlex.split(value)[0] if value else "" for name, value in _EXPORT.findall(launch)}
+
+
 def _value(args: list[str], flag: str, default: int) -> int:
     return int(args[args.index(flag) + 1]) if flag in args else default
 
@@ -132,7 +143,8 @@ def plan(gen: Path, names: list[str] | None = None, specs: Path = SPECS) -> list
         for stage, rank in ranks(world, tp, pp, cp):
             if names and "" not in stages and stage not in stages:  # NAME/STAGE: only that stage
                 continue
-            runs.append({"name": name, "stage": stage, "rank": rank, "world": world, "args": args})
+            runs.append({"name": name, "stage": stage, "rank": rank, "world": world, "args": args,
+                         "launch_env": launch_env(launch)})
     return runs
 
 
@@ -152,6 +164,9 @@ def rank(go: str, root: str, args: list[str]) -> None:
         fill_received()
     for key in sorted(json.loads(os.environ.get("FAKEPG_ENV", "{}"))):  # a plan entry's own environment (_start)
         print(f"{ENV_LINE} {key}={os.environ[key]}", flush=True)
+    own = set(json.loads(os.environ.get("FAKEPG_ENV", "{}")))
+    for key in sorted(set(json.loads(os.environ.get("FAKEPG_LAUNCH_ENV", "{}"))) - own):  # the compiled launch's
+        print(f"{LAUNCH_ENV_LINE} {key}={os.environ[key]}", flush=True)
     if os.environ.get("FAKEPG_COUNTS"):
         record_counts(os.environ["FAKEPG_COUNTS"])
     print(IMPORTS_DONE, flush=True)
@@ -186,6 +201,8 @@ def fill_received() -> None:
 
 # the line `fakepg.py rank` prints for each variable a plan entry's "env" sets (tools/validate_timing.py reads it)
 ENV_LINE = "# fakepg: env"
+# the line it prints for each variable the compiled launch.sh exports (plan's "launch_env"): the job as compiled, priced
+LAUNCH_ENV_LINE = "# fakepg: launch env"
 
 
 def record_counts(path: str) -> None:
@@ -205,6 +222,17 @@ def record_counts(path: str) -> None:
     print(f"# fakepg: token counts to {path}", flush=True)
 
 
+def rank_env(r: dict, i: int, base: Any) -> dict[str, str]:
+    """A plan entry's environment: the fake group's rank, the compiled launch's exports (older plans have none), then
+    the entry's own "env", which wins (a variable set by hand is the point of the entry)."""
+    env = dict(base, WORLD_SIZE=str(r["world"]), RANK=str(r["rank"]), LOCAL_RANK="0",
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(31000 + i), CUDA_DEVICE_MAX_CONNECTIONS="1")
+    env["RUN_ROOT"] = f"/tmp/fakepg/{r['name']}-{r['stage']}"
+    env.update(r.get("launch_env", {}), FAKEPG_LAUNCH_ENV=json.dumps(sorted(r.get("launch_env", {}))))
+    env.update(r.get("env", {}), FAKEPG_ENV=json.dumps(sorted(r.get("env", {}))))  # a plan entry's own variables
+    return env
+
+
 def _start(r: dict, i: int, logdir: Path, megatron: str, go: Path | None = None
            ) -> tuple[subprocess.Popen, Path, Any]:
     """Start one rank of the plan in a session of its own; its log LOGDIR/<layout>/<stage>-rankN.log.
@@ -213,10 +241,7 @@ def _start(r: dict, i: int, logdir: Path, megatron: str, go: Path | None = None
     d.mkdir(exist_ok=True)
     path = d / f"{r['stage']}-rank{r['rank']}.log"
     log = open(path, "w")
-    env = dict(os.environ, WORLD_SIZE=str(r["world"]), RANK=str(r["rank"]), LOCAL_RANK="0",
-               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(31000 + i), CUDA_DEVICE_MAX_CONNECTIONS="1")
-    env["RUN_ROOT"] = f"/tmp/fakepg/{r['name']}-{r['stage']}"
-    env.update(r.get("env", {}), FAKEPG_ENV=json.dumps(sorted(r.get("env", {}))))  # a plan entry's own variables
+    env = rank_env(r, i, os.environ)
     if r.get("counts"):
         env["FAKEPG_COUNTS"] = str(d / f"{r['stage']}-counts.jsonl")
     args = [a.replace("$RUN_ROOT", env["RUN_ROOT"]) for a in r["args"]]
