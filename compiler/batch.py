@@ -87,6 +87,7 @@ def hint_command(display: str, options: Options) -> str:
 def process(path: str, conflict_with: str | None, options: Options) -> Outcome:
     """Compile one spec and act on it; its artifacts are dropped after."""
     display = display_path(path)
+    where = shown(display)  # the summary line's name, undecodable bytes escaped
     recorded, regenerate = regenerate_command(path, options)
     writes = not (options.check or options.explain or options.print_spec)
     result: CompileResult = compile_spec(path, display, overrides=options.overrides,
@@ -101,7 +102,7 @@ def process(path: str, conflict_with: str | None, options: Options) -> Outcome:
             file=display, hint="rename one of the specs",
         )]
     if any(d.is_error for d in diags) or not result.ok:
-        return Outcome(display, diags, summary_line(diags, shown(display)), "", failed=True)
+        return Outcome(display, diags, summary_line(diags, where), "", failed=True)
     kept: dict[str, Any] = {"plan": result.plan if options.explain else None, "spec": result.spec if options.print_spec else None}
     if options.check:
         assert result.files is not None
@@ -109,10 +110,10 @@ def process(path: str, conflict_with: str | None, options: Options) -> Outcome:
                                 regenerate=hint_command(display, options))
         diags = diags + checked.diagnostics
         note = "" if options.quiet or not checked.clean else f"{display}: {directory}/ is up to date\n"
-        return Outcome(display, diags, summary_line(diags, shown(display)), note,
+        return Outcome(display, diags, summary_line(diags, where), note,
                        stale=not checked.clean, diffs="".join(checked.diffs), **kept)
     if not writes:
-        return Outcome(display, diags, summary_line(diags, shown(display)), "", **kept)
+        return Outcome(display, diags, summary_line(diags, where), "", **kept)
     assert result.files is not None
     staging = None if options.staging is None else options.staging.get(stem, ())
     emitted = write_outputs(Path(directory), result.files, force=options.force, spec_file=display, staging=staging)
@@ -124,7 +125,7 @@ def process(path: str, conflict_with: str | None, options: Options) -> Outcome:
                     f"{len(emitted.unchanged)} unchanged, {len(emitted.removed)} removed)\n")
         else:
             note = f"{display}: {directory}/ is up to date ({len(emitted.unchanged)} files)\n"
-    return Outcome(display, diags, summary_line(diags, shown(display)), note, failed=bool(emitted.diagnostics))
+    return Outcome(display, diags, summary_line(diags, where), note, failed=bool(emitted.diagnostics))
 
 
 PARALLEL_MIN_SPECS = 32  # below this, starting worker processes costs more than it saves

@@ -162,9 +162,9 @@ def rank(go: str, root: str, args: list[str]) -> None:
 
     if os.environ.get("FAKEPG_FILL") == "1":
         fill_received()
-    for key in sorted(json.loads(os.environ.get("FAKEPG_ENV", "{}"))):  # a plan entry's own environment (_start)
-        print(f"{ENV_LINE} {key}={os.environ[key]}", flush=True)
     own = set(json.loads(os.environ.get("FAKEPG_ENV", "{}")))
+    for key in sorted(own):  # a plan entry's own environment (_start)
+        print(f"{ENV_LINE} {key}={os.environ[key]}", flush=True)
     for key in sorted(set(json.loads(os.environ.get("FAKEPG_LAUNCH_ENV", "{}"))) - own):  # the compiled launch's
         print(f"{LAUNCH_ENV_LINE} {key}={os.environ[key]}", flush=True)
     if os.environ.get("FAKEPG_COUNTS"):

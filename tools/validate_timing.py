@@ -395,15 +395,20 @@ def _fit_host(ps: list[Parts], ys: list[float], f: Fit) -> Fit:
 HOST_FACTORS = tuple(round(0.4 + 0.01 * k, 2) for k in range(211))
 
 
+def device_call(name: str) -> str | None:
+    """The device call (tests/fixtures/h200-hosts/callN: one lent host) a run's name says it ran in, if any."""
+    return name.split("/")[0] if name.startswith("call") else None
+
+
 def host_group(run: Run) -> str | None:
     """The machine a run ran on, where the repository knows it and it says something about the host: a device call's
     runs shared one lent host (tests/fixtures/h200-hosts/callN); the older fixtures do not say which call each came
     from. A rank of a multi-GPU layout run with --fake-process-group (GPU-bound compute, which the factor barely moves:
     fitted on them it swings to the ends of its range) is neither calibrated nor calibrates; a one-GPU run through the
     same harness (world 1: nothing faked, a whole training run, calls 32 and 34's local experts) is a run like any."""
-    if not run.name.startswith("call") or (run.stage and run.args.get("world_size", "1") != "1"):
+    if run.stage and run.args.get("world_size", "1") != "1":
         return None
-    return run.name.split("/")[0]
+    return device_call(run.name)
 
 
 def host_factor(items: list[tuple[Parts, float]], f: Fit) -> float:
@@ -506,8 +511,8 @@ def floors(rows: list[dict[str, Any]], one_host: bool = False) -> list[Floor]:
     groups: dict[tuple[float, str], list[dict[str, Any]]] = {}
     for row in rows:
         if not row["contended"] and not row["unpriced"]:
-            call = row["name"].split("/")[0] if one_host and "/" in row["name"] else ""
-            if one_host and not call:
+            call = device_call(row["name"]) if one_host else ""
+            if call is None:
                 continue  # the oldest fixtures do not record their host
             groups.setdefault((round(row["in_sample_ms"], 3), call), []).append(row)
     out = []
